@@ -1,0 +1,179 @@
+// One circuit breaker: the state machine of DESIGN.md for one dependency.
+//
+// Stored state is only CLOSED or OPEN(opened_at, cooldown), plus an optional
+// operator override. HALF_OPEN is derived: OPEN with now >= opened_at +
+// cooldown. Nothing moves a breaker but Acquire, Report and the admin calls;
+// there is no timer.
+//
+// Thread-safety: every method is thread-safe; each Breaker has its own mutex,
+// held only for the few hundred nanoseconds of one decision.
+#ifndef BREAKERD_SERVER_ENGINE_BREAKER_H_
+#define BREAKERD_SERVER_ENGINE_BREAKER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/engine/bucket_ring.h"
+#include "server/engine/clock.h"
+#include "server/engine/outcome.h"
+#include "server/engine/policy.h"
+#include "server/engine/types.h"
+
+namespace breakerd {
+
+// Source of jitter: returns a uniform value in [0, 1). Must be thread-safe.
+using UniformSource = double (*)();
+// The default: a thread-local pseudo-random generator.
+double DefaultUniform();
+
+// One report's facts after classification.
+struct ReportInput {
+  OutcomeClass outcome = OutcomeClass::kSuccess;
+  // Zero when the client did not measure it.
+  absl::Duration latency = absl::ZeroDuration();
+  // The upstream's Retry-After hint; zero if none.
+  absl::Duration retry_after = absl::ZeroDuration();
+};
+
+class Breaker {
+ public:
+  // REQUIRES: `clock` outlives the breaker; `policy` is non-null.
+  // `permit_secret` keys the permit check (a per-process random value).
+  Breaker(std::string dependency, std::shared_ptr<const Policy> policy,
+          const Clock* clock, uint64_t permit_secret,
+          UniformSource uniform = &DefaultUniform);
+
+  Breaker(const Breaker&) = delete;
+  Breaker& operator=(const Breaker&) = delete;
+
+  const std::string& dependency() const { return dependency_; }
+
+  // Decides whether a call may go. attempt 0 is a first try, > 0 a retry
+  // (spends the retry budget; never allowed unless closed). If the decision
+  // moved the breaker (open -> half-open), *transition is set.
+  AcquireResult Acquire(uint32_t attempt, std::optional<Transition>* transition)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Records the outcome of a call made under `permit`. Returns
+  // INVALID_ARGUMENT, changing nothing, if this breaker never issued
+  // `permit`. If the report moved the breaker, *transition is set.
+  absl::StatusOr<ReportResult> Report(uint64_t permit, const ReportInput& in,
+                                      std::optional<Transition>* transition)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Operator overrides. Each bumps the generation and returns the transition.
+  Transition ForceOpen() ABSL_LOCKS_EXCLUDED(mu_);
+  Transition ForceClose() ABSL_LOCKS_EXCLUDED(mu_);
+  // Back to plain closed: override, window, counts and escalation cleared.
+  Transition Reset() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Applies a new policy in place: state, counters, escalation, generation
+  // and the running cooldown survive. REQUIRES: policy non-null.
+  void SetPolicy(std::shared_ptr<const Policy> policy) ABSL_LOCKS_EXCLUDED(mu_);
+
+  BreakerSnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+  State CurrentState() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // True if the breaker holds nothing worth keeping: closed without
+  // override, no counted outcome in the window, no failure streak, no
+  // escalation, and no Acquire or Report for at least `idle_ttl`.
+  bool IsIdle(absl::Duration idle_ttl) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  enum class Override : uint8_t { kNone, kForcedOpen, kForcedClosed };
+  enum Counter { kCalls = 0, kFailures = 1, kSlow = 2 };
+  enum BudgetCounter { kFirsts = 0, kRetries = 1 };
+
+  State DerivedState(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t MakePermit(bool probe, uint32_t seq) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PermitIsOurs(uint64_t permit) const;
+  absl::Duration WindowWidth() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration BudgetWidth() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  WindowCounts Window(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RetryAllowed(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration NextCooldown(absl::Duration hint) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Counts a closed-state outcome; returns the trip reason if a rule fires.
+  std::optional<TransitionReason> RecordClosed(absl::Time now, Verdict verdict,
+                                               bool slow, bool may_trip)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // State changes. Each credits the time spent in the old state, bumps the
+  // generation, counts the transition and fills the event.
+  Transition MoveTo(absl::Time now, State from, State to,
+                    TransitionReason reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Transition Open(absl::Time now, State from, TransitionReason reason,
+                  absl::Duration retry_after_hint)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Transition Close(absl::Time now, State from, TransitionReason reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ClearHistory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Adds the time from state_entered_ to `now` to `seconds`, split between
+  // open and half-open at the end of the cooldown.
+  void CreditStateTime(absl::Time now,
+                       std::array<double, kStateCount>* seconds) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void CountTransition(State from, State to, TransitionReason reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const std::string dependency_;
+  const uint64_t name_hash_;
+  const uint64_t permit_secret_;
+  const Clock* const clock_;
+  const UniformSource uniform_;
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const Policy> policy_ ABSL_GUARDED_BY(mu_);
+
+  // The state machine.
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
+  Override override_ ABSL_GUARDED_BY(mu_) = Override::kNone;
+  absl::Time opened_at_ ABSL_GUARDED_BY(mu_);
+  absl::Duration cooldown_ ABSL_GUARDED_BY(mu_);
+  // Set once the open -> half-open transition has been recorded for the
+  // current open period (half-open itself is derived, not stored).
+  bool half_open_seen_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t escalation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t probe_successes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t probe_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // The permit of the probe out, 0 if none; its lease ends at probe_until_.
+  uint64_t probe_permit_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time probe_until_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_activity_ ABSL_GUARDED_BY(mu_);
+
+  BucketRing<3> window_ ABSL_GUARDED_BY(mu_);
+  BucketRing<2> budget_ ABSL_GUARDED_BY(mu_);
+
+  // Metrics, read at scrape time through Snapshot().
+  absl::Time state_entered_ ABSL_GUARDED_BY(mu_);
+  std::array<double, kStateCount> state_seconds_ ABSL_GUARDED_BY(mu_){};
+  std::array<uint64_t, kDecisionCount> acquires_ ABSL_GUARDED_BY(mu_){};
+  std::array<std::array<uint64_t, kEffectCount>, kOutcomeClassCount> reports_
+      ABSL_GUARDED_BY(mu_){};
+  uint64_t retries_granted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t retries_rejected_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<BreakerSnapshot::TransitionCount> transitions_
+      ABSL_GUARDED_BY(mu_);
+  std::array<uint64_t, kLatencyBuckets + 1> latency_buckets_
+      ABSL_GUARDED_BY(mu_){};
+  double latency_sum_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_ENGINE_BREAKER_H_

@@ -1,0 +1,45 @@
+// Time source for the engine. Every time-based rule reads a Clock, never the
+// system directly, so tests drive time with FakeClock and never sleep.
+//
+// Thread-safety: Now() may be called from any thread concurrently; FakeClock
+// setters are also thread-safe.
+#ifndef BREAKERD_SERVER_ENGINE_CLOCK_H_
+#define BREAKERD_SERVER_ENGINE_CLOCK_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/time/time.h"
+
+namespace breakerd {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // A monotonic instant. Only differences between two values are meaningful;
+  // the absolute value is not wall-clock time.
+  virtual absl::Time Now() const = 0;
+};
+
+// The process's monotonic clock (std::chrono::steady_clock).
+class MonotonicClock final : public Clock {
+ public:
+  absl::Time Now() const override;
+  // A shared instance; never destroyed.
+  static MonotonicClock* Get();
+};
+
+// A clock that moves only when told to. Starts at an arbitrary fixed instant.
+class FakeClock final : public Clock {
+ public:
+  FakeClock();
+  absl::Time Now() const override;
+  void Advance(absl::Duration d);
+
+ private:
+  std::atomic<int64_t> nanos_;
+};
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_ENGINE_CLOCK_H_

@@ -1,0 +1,115 @@
+// Breaker policies: what trips a breaker, how long it stays open, how it
+// probes. A Policy is immutable once built; the config module parses YAML
+// into a validated PolicySet, and the engine reads it without re-checking.
+//
+// Thread-safety: Policy and PolicySet are immutable values, shared between
+// threads through std::shared_ptr<const ...>.
+#ifndef BREAKERD_SERVER_ENGINE_POLICY_H_
+#define BREAKERD_SERVER_ENGINE_POLICY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace breakerd {
+
+enum class Mode {
+  kEnforce,  // rejections are enforced (default)
+  kShadow,   // every decision is computed and exported, but Acquire allows
+};
+
+enum class RateLimitedHandling {
+  kCount,   // a rate-limited outcome counts as a failure (default)
+  kIgnore,  // it is neutral
+};
+
+struct Policy {
+  // The glob this policy was selected by ("*" matches any run of bytes), or
+  // "defaults" for the defaults.
+  std::string match = "defaults";
+
+  Mode mode = Mode::kEnforce;
+
+  // Opens after this many counted failures in a row; 0 switches it off.
+  uint32_t consecutive_failures = 5;
+
+  struct FailureRate {
+    // Opens when failures / counted calls >= threshold; 0 switches it off.
+    double threshold = 0.5;
+    // ... and at least this many counted calls are in the window.
+    uint32_t min_calls = 20;
+    // Length of the sliding window (also used by slow_call_rate).
+    absl::Duration window = absl::Seconds(30);
+  } failure_rate;
+
+  struct SlowCallRate {
+    // Opens when slow calls / counted calls >= threshold; 0 switches it off.
+    double threshold = 0;
+    uint32_t min_calls = 20;
+    // A call whose reported latency is at least this is slow.
+    absl::Duration duration = absl::Seconds(10);
+  } slow_call_rate;
+
+  struct Cooldown {
+    // First cooldown; doubled after each failed probe, capped at max.
+    absl::Duration base = absl::Seconds(30);
+    absl::Duration max = absl::Seconds(300);
+    // Each cooldown is scaled by a uniform factor in [1 - jitter, 1 + jitter].
+    double jitter = 0.1;
+  } cooldown;
+
+  struct Probe {
+    // How long a half-open probe may stay out before another caller may
+    // claim it.
+    absl::Duration lease = absl::Seconds(10);
+    // Consecutive probe successes needed to close.
+    uint32_t required_successes = 1;
+  } probe;
+
+  RateLimitedHandling rate_limited = RateLimitedHandling::kCount;
+
+  struct RetryBudget {
+    // Retries granted over the last ttl may not exceed
+    // ratio * first attempts granted + min_per_second * ttl.
+    double ratio = 0.1;
+    double min_per_second = 1;
+    absl::Duration ttl = absl::Seconds(10);
+  } retry_budget;
+
+  bool operator==(const Policy& other) const;
+};
+
+struct Limits {
+  // Most breakers held at once; Acquire for a new name past it fails with
+  // RESOURCE_EXHAUSTED.
+  uint32_t max_breakers = 10000;
+  // An idle breaker (closed, no history, no recent permit) is evicted after
+  // this long without activity.
+  absl::Duration idle_ttl = absl::Minutes(10);
+};
+
+// The validated, immutable result of one configuration: defaults, the
+// ordered policies (first match wins) and the limits.
+struct PolicySet {
+  std::shared_ptr<const Policy> defaults = std::make_shared<const Policy>();
+  std::vector<std::shared_ptr<const Policy>> policies;
+  Limits limits;
+  // Where it came from ("embedded defaults" or a file path), for logs.
+  std::string source = "embedded defaults";
+
+  // The first policy whose match fits `dependency`, else the defaults.
+  // Never null.
+  const std::shared_ptr<const Policy>& Match(absl::string_view dependency) const;
+};
+
+// True if `name` matches `pattern`, where '*' matches any run of bytes
+// (including none and including '/') and every other byte matches itself.
+bool GlobMatch(absl::string_view pattern, absl::string_view name);
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_ENGINE_POLICY_H_

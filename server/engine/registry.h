@@ -1,0 +1,167 @@
+// The Registry: the one map of breakers in the process. The gRPC request
+// path, the admin path, the metrics collector and (later) fleet sync all read
+// and write these same objects, so what /metrics shows is what traffic gets.
+//
+// Breakers are created lazily on first use with the first policy that
+// matches, capped at limits.max_breakers, and evicted when idle.
+//
+// Thread-safety: every method is thread-safe. The map is split into shards,
+// each with its own reader/writer mutex; Acquire and Report on an existing
+// breaker take only a shared (reader) lock on one shard plus that breaker's
+// own mutex, so there is no global lock on the hot path.
+#ifndef BREAKERD_SERVER_ENGINE_REGISTRY_H_
+#define BREAKERD_SERVER_ENGINE_REGISTRY_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "server/engine/breaker.h"
+#include "server/engine/clock.h"
+#include "server/engine/outcome.h"
+#include "server/engine/policy.h"
+#include "server/engine/types.h"
+
+namespace breakerd {
+
+// Receives every transition of every breaker, after the breaker's lock is
+// released. Implementations: the JSON logger, the Watch hub, fleet sync.
+// REQUIRES of implementations: thread-safe, quick, never calls back into the
+// Registry from OnTransition.
+class TransitionObserver {
+ public:
+  virtual ~TransitionObserver() = default;
+  virtual void OnTransition(const Transition& t) = 0;
+};
+
+// Checks a dependency name: 1-200 bytes of [A-Za-z0-9._:/@-]. Returns
+// INVALID_ARGUMENT naming `field` and the rule.
+absl::Status ValidateDependency(absl::string_view name,
+                                absl::string_view field = "dependency");
+
+inline constexpr size_t kMaxDependencyLength = 200;
+
+struct ReportRequestFacts {
+  RawOutcome outcome;
+  absl::Duration latency = absl::ZeroDuration();
+  absl::Duration retry_after = absl::ZeroDuration();
+};
+
+struct AcquireFirstResult {
+  // Index into the request's list of the dependency granted; -1 if none.
+  int granted = -1;
+  // For the granted dependency; for none granted: the last candidate's
+  // result with retry_after the shortest wait of all candidates.
+  AcquireResult result;
+};
+
+class Registry {
+ public:
+  // REQUIRES: policies non-null; clock outlives the registry.
+  // permit_secret 0 picks a random one.
+  Registry(std::shared_ptr<const PolicySet> policies, const Clock* clock,
+           uint64_t permit_secret = 0,
+           UniformSource uniform = &DefaultUniform);
+  ~Registry();
+
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // Adds an observer. REQUIRES: called before any other thread uses the
+  // registry; `observer` outlives it.
+  void AddObserver(TransitionObserver* observer);
+
+  // INVALID_ARGUMENT for a bad name; RESOURCE_EXHAUSTED naming max_breakers
+  // when a new breaker would pass the cap.
+  absl::StatusOr<AcquireResult> Acquire(absl::string_view dependency,
+                                        uint32_t attempt);
+
+  // Tries each dependency in order; the first allowed wins and the rest are
+  // not touched. INVALID_ARGUMENT (naming dependencies[i]) before anything is
+  // decided if any name is bad or the list is empty or longer than
+  // kMaxAcquireFirst.
+  absl::StatusOr<AcquireFirstResult> AcquireFirst(
+      absl::Span<const std::string> dependencies, uint32_t attempt);
+  static constexpr size_t kMaxAcquireFirst = 16;
+
+  // INVALID_ARGUMENT for a bad name, a bad outcome, or a permit this process
+  // never issued for this dependency; nothing changes then.
+  absl::StatusOr<ReportResult> Report(absl::string_view dependency,
+                                      uint64_t permit,
+                                      const ReportRequestFacts& facts);
+
+  // NOT_FOUND if no breaker exists for the name.
+  absl::StatusOr<BreakerSnapshot> Get(absl::string_view dependency) const;
+  // Every breaker, in no particular order.
+  std::vector<BreakerSnapshot> List() const;
+  // Calls fn for each breaker's snapshot, one shard locked (shared) at a
+  // time. fn must not call back into the registry.
+  void ForEach(const std::function<void(const BreakerSnapshot&)>& fn) const;
+
+  // Admin overrides; ForceOpen/ForceClose create the breaker if needed
+  // (subject to the cap), Reset returns NOT_FOUND for an unknown name.
+  absl::StatusOr<BreakerSnapshot> ForceOpen(absl::string_view dependency);
+  absl::StatusOr<BreakerSnapshot> ForceClose(absl::string_view dependency);
+  absl::StatusOr<BreakerSnapshot> Reset(absl::string_view dependency);
+
+  // Swaps in a new policy set and re-applies it to every existing breaker in
+  // place (state, counters, escalation and generation survive).
+  void ApplyPolicies(std::shared_ptr<const PolicySet> policies);
+  std::shared_ptr<const PolicySet> policies() const;
+
+  // Removes idle breakers (see Breaker::IsIdle); returns how many.
+  size_t EvictIdle();
+
+  size_t size() const { return count_.load(std::memory_order_relaxed); }
+  // Reports refused because the permit was never issued, since start.
+  uint64_t unknown_permits() const {
+    return unknown_permits_.load(std::memory_order_relaxed);
+  }
+
+  const Clock* clock() const { return clock_; }
+
+ private:
+  static constexpr size_t kShards = 64;
+  struct Shard {
+    mutable absl::Mutex mu;
+    absl::flat_hash_map<std::string, std::unique_ptr<Breaker>> map
+        ABSL_GUARDED_BY(mu);
+  };
+
+  Shard& ShardFor(absl::string_view dependency) const;
+  // Runs fn on the named breaker with its shard held shared, creating the
+  // breaker if `create` and it does not exist.
+  template <typename Fn>
+  auto WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
+      -> absl::StatusOr<decltype(fn(std::declval<Breaker&>()))>;
+  void Notify(const Transition& t);
+  absl::StatusOr<AcquireResult> AcquireValidated(absl::string_view dependency,
+                                                 uint32_t attempt);
+
+  const Clock* const clock_;
+  const uint64_t permit_secret_;
+  const UniformSource uniform_;
+  std::vector<TransitionObserver*> observers_;  // fixed before serving
+
+  mutable std::array<Shard, kShards> shards_;
+  std::atomic<size_t> count_{0};
+  std::atomic<uint64_t> unknown_permits_{0};
+
+  mutable absl::Mutex policies_mu_;
+  std::shared_ptr<const PolicySet> policies_ ABSL_GUARDED_BY(policies_mu_);
+};
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_ENGINE_REGISTRY_H_

@@ -1,0 +1,88 @@
+#include "server/engine/types.h"
+
+namespace breakerd {
+
+const std::array<double, kLatencyBuckets> kLatencyBucketBounds = {
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+
+absl::string_view StateName(State s) {
+  switch (s) {
+    case State::kClosed:
+      return "closed";
+    case State::kOpen:
+      return "open";
+    case State::kHalfOpen:
+      return "half_open";
+    case State::kForcedOpen:
+      return "forced_open";
+    case State::kForcedClosed:
+      return "forced_closed";
+  }
+  return "unknown";
+}
+
+absl::string_view DecisionName(Decision d) {
+  switch (d) {
+    case Decision::kAllowed:
+      return "allowed";
+    case Decision::kProbe:
+      return "probe";
+    case Decision::kRejectedOpen:
+      return "rejected_open";
+    case Decision::kRejectedProbeInFlight:
+      return "rejected_probe_in_flight";
+    case Decision::kRejectedRetryBudget:
+      return "rejected_retry_budget";
+    case Decision::kRejectedForcedOpen:
+      return "rejected_forced_open";
+    case Decision::kShadowRejectedOpen:
+      return "shadow_rejected_open";
+    case Decision::kShadowRejectedProbeInFlight:
+      return "shadow_rejected_probe_in_flight";
+    case Decision::kShadowRejectedRetryBudget:
+      return "shadow_rejected_retry_budget";
+    case Decision::kShadowRejectedForcedOpen:
+      return "shadow_rejected_forced_open";
+  }
+  return "unknown";
+}
+
+absl::string_view EffectName(Effect e) {
+  switch (e) {
+    case Effect::kCountedSuccess:
+      return "counted_success";
+    case Effect::kCountedFailure:
+      return "counted_failure";
+    case Effect::kNeutral:
+      return "neutral";
+    case Effect::kLate:
+      return "late";
+  }
+  return "unknown";
+}
+
+absl::string_view TransitionReasonName(TransitionReason r) {
+  switch (r) {
+    case TransitionReason::kConsecutiveFailures:
+      return "consecutive_failures";
+    case TransitionReason::kFailureRate:
+      return "failure_rate";
+    case TransitionReason::kSlowCallRate:
+      return "slow_call_rate";
+    case TransitionReason::kCooldownElapsed:
+      return "cooldown_elapsed";
+    case TransitionReason::kProbeSucceeded:
+      return "probe_succeeded";
+    case TransitionReason::kProbeFailed:
+      return "probe_failed";
+    case TransitionReason::kForcedOpen:
+      return "forced_open";
+    case TransitionReason::kForcedClosed:
+      return "forced_closed";
+    case TransitionReason::kReset:
+      return "reset";
+  }
+  return "unknown";
+}
+
+}  // namespace breakerd

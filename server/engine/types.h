@@ -1,0 +1,165 @@
+// Value types shared by the engine's API: states, decisions, effects,
+// transitions and snapshots. Enum values that cross the wire match the
+// breakerd.v1 proto enums so the service layer can cast.
+//
+// Thread-safety: plain values.
+#ifndef BREAKERD_SERVER_ENGINE_TYPES_H_
+#define BREAKERD_SERVER_ENGINE_TYPES_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/engine/outcome.h"
+
+namespace breakerd {
+
+// Matches breakerd.v1.State.
+enum class State : uint8_t {
+  kClosed = 1,
+  kOpen = 2,
+  kHalfOpen = 3,
+  kForcedOpen = 4,
+  kForcedClosed = 5,
+};
+inline constexpr int kStateCount = 6;  // index 0 unused
+
+// Matches breakerd.v1.RejectReason.
+enum class RejectReason : uint8_t {
+  kNone = 0,
+  kOpen = 1,
+  kProbeInFlight = 2,
+  kRetryBudget = 3,
+  kForcedOpen = 4,
+};
+
+// Matches breakerd.v1.Effect.
+enum class Effect : uint8_t {
+  kCountedSuccess = 1,
+  kCountedFailure = 2,
+  kNeutral = 3,
+  kLate = 4,
+};
+inline constexpr int kEffectCount = 5;  // index 0 unused
+
+// The decision label of breakerd_acquire_total. In shadow mode a rejection
+// is counted as kShadow* and the call is allowed.
+enum class Decision : uint8_t {
+  kAllowed,
+  kProbe,
+  kRejectedOpen,
+  kRejectedProbeInFlight,
+  kRejectedRetryBudget,
+  kRejectedForcedOpen,
+  kShadowRejectedOpen,
+  kShadowRejectedProbeInFlight,
+  kShadowRejectedRetryBudget,
+  kShadowRejectedForcedOpen,
+};
+inline constexpr int kDecisionCount = 10;
+
+enum class TransitionReason : uint8_t {
+  kConsecutiveFailures,
+  kFailureRate,
+  kSlowCallRate,
+  kCooldownElapsed,
+  kProbeSucceeded,
+  kProbeFailed,
+  kForcedOpen,
+  kForcedClosed,
+  kReset,
+};
+
+// Stable lower_snake_case names, used in metric labels, logs and the wire.
+absl::string_view StateName(State s);
+absl::string_view DecisionName(Decision d);
+absl::string_view EffectName(Effect e);
+absl::string_view TransitionReasonName(TransitionReason r);
+
+struct AcquireResult {
+  bool allowed = false;
+  // Nonzero exactly when allowed.
+  uint64_t permit = 0;
+  bool probe = false;
+  State state = State::kClosed;
+  // Why it was rejected (in shadow mode: why it would have been).
+  RejectReason reason = RejectReason::kNone;
+  // When rejected: time until trying again is useful (cooldown or lease
+  // left); zero when unknown or not rejected.
+  absl::Duration retry_after = absl::ZeroDuration();
+};
+
+struct ReportResult {
+  State state = State::kClosed;
+  Effect effect = Effect::kNeutral;
+};
+
+// The counted outcomes in a breaker's sliding window.
+struct WindowCounts {
+  uint64_t calls = 0;
+  uint64_t failures = 0;
+  uint64_t slow = 0;
+};
+
+struct Transition {
+  std::string dependency;
+  State from = State::kClosed;
+  State to = State::kClosed;
+  TransitionReason reason = TransitionReason::kReset;
+  uint64_t generation = 0;
+  // For `to` == kOpen: the cooldown that starts now.
+  absl::Duration retry_after = absl::ZeroDuration();
+  uint32_t escalation_level = 0;
+  uint32_t consecutive_failures = 0;
+  WindowCounts window;
+};
+
+// Number of finite buckets of the call-latency histogram.
+inline constexpr int kLatencyBuckets = 14;
+// Their upper bounds, in seconds.
+extern const std::array<double, kLatencyBuckets> kLatencyBucketBounds;
+
+// Everything known about one breaker at one instant: the status served by
+// GetState and the counters served by /metrics, read under the same lock.
+struct BreakerSnapshot {
+  std::string dependency;
+  State state = State::kClosed;
+  uint64_t generation = 0;
+  absl::Duration retry_after = absl::ZeroDuration();
+  WindowCounts window;
+  double failure_rate = 0;  // window.failures / window.calls, 0 if no calls
+  uint32_t consecutive_failures = 0;
+  uint32_t escalation_level = 0;
+  std::string policy;  // the policy's match, or "defaults"
+  bool shadow = false;
+  bool probe_in_flight = false;
+  double failure_rate_threshold = 0;
+
+  // Monotonic counters since the breaker was created.
+  std::array<uint64_t, kDecisionCount> acquires{};
+  // reports[class][effect]
+  std::array<std::array<uint64_t, kEffectCount>, kOutcomeClassCount> reports{};
+  uint64_t retries_granted = 0;
+  uint64_t retries_rejected = 0;
+  struct TransitionCount {
+    State from;
+    State to;
+    TransitionReason reason;
+    uint64_t count;
+  };
+  std::vector<TransitionCount> transitions;
+  // Seconds spent in each state (indexed by State), including the current
+  // stretch up to the snapshot.
+  std::array<double, kStateCount> state_seconds{};
+  // Reported latency: cumulative bucket counts are computed by the reader.
+  std::array<uint64_t, kLatencyBuckets + 1> latency_buckets{};  // last: +Inf
+  double latency_sum_seconds = 0;
+  uint64_t latency_count = 0;
+};
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_ENGINE_TYPES_H_
