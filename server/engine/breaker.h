@@ -110,8 +110,7 @@ class Breaker {
   // State changes. Each credits the time spent in the old state, bumps the
   // generation, counts the transition and fills the event.
   Transition MoveTo(absl::Time now, State from, State to,
-                    TransitionReason reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                    TransitionReason reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Transition Open(absl::Time now, State from, TransitionReason reason,
                   absl::Duration retry_after_hint)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -59,8 +59,11 @@ class BucketRing {
   };
 
   static uint32_t EpochOf(absl::Time now, absl::Duration width) {
+    // Plain 64-bit nanoseconds: good for 292 years of monotonic time, and
+    // much cheaper than absl::IDivDuration on the hot path.
     return static_cast<uint32_t>(
-        absl::IDivDuration(now - absl::UnixEpoch(), width, nullptr));
+        absl::ToInt64Nanoseconds(now - absl::UnixEpoch()) /
+        absl::ToInt64Nanoseconds(width));
   }
 
   Bucket& Current(absl::Time now, absl::Duration width) {

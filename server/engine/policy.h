@@ -103,7 +103,8 @@ struct PolicySet {
 
   // The first policy whose match fits `dependency`, else the defaults.
   // Never null.
-  const std::shared_ptr<const Policy>& Match(absl::string_view dependency) const;
+  const std::shared_ptr<const Policy>& Match(
+      absl::string_view dependency) const;
 };
 
 // True if `name` matches `pattern`, where '*' matches any run of bytes

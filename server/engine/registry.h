@@ -71,8 +71,7 @@ class Registry {
   // REQUIRES: policies non-null; clock outlives the registry.
   // permit_secret 0 picks a random one.
   Registry(std::shared_ptr<const PolicySet> policies, const Clock* clock,
-           uint64_t permit_secret = 0,
-           UniformSource uniform = &DefaultUniform);
+           uint64_t permit_secret = 0, UniformSource uniform = &DefaultUniform);
   ~Registry();
 
   Registry(const Registry&) = delete;
@@ -158,6 +157,7 @@ class Registry {
   std::atomic<size_t> count_{0};
   std::atomic<uint64_t> unknown_permits_{0};
 
+  absl::Mutex reload_mu_;  // serializes ApplyPolicies
   mutable absl::Mutex policies_mu_;
   std::shared_ptr<const PolicySet> policies_ ABSL_GUARDED_BY(policies_mu_);
 };

@@ -1,0 +1,508 @@
+#include "server/engine/breaker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace breakerd {
+namespace {
+
+constexpr int kWindowBuckets = 10;
+constexpr uint64_t kGenerationMask = 0xFFFFFF;  // 24 bits carried in a permit
+
+// A 64-bit mixer (the splitmix64 finalizer): fast and well distributed; the
+// permit tag only has to tell our permits from garbage and stale ones.
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+// Stable within and across processes (absl::Hash is seeded per process,
+// which would also do, but FNV-1a keeps permits reproducible in tests).
+uint64_t NameHash(absl::string_view name) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+// Permit layout: [tag:32][generation:24][probe seq:7][probe:1]. The tag is
+// a keyed hash of the payload, the breaker's name and the process secret, so
+// a permit from another process, another breaker or random bytes fails the
+// check (with probability 1 - 2^-31), without storing any permit.
+uint32_t Tag(uint64_t secret, uint64_t name_hash, uint32_t payload) {
+  return static_cast<uint32_t>(
+             Mix(secret ^ name_hash ^ (payload * 0x9e3779b97f4a7c15ULL)) >>
+             32) |
+         1u;  // never zero, so a permit is never zero
+}
+
+Decision ShadowOf(Decision d) {
+  switch (d) {
+    case Decision::kRejectedOpen:
+      return Decision::kShadowRejectedOpen;
+    case Decision::kRejectedProbeInFlight:
+      return Decision::kShadowRejectedProbeInFlight;
+    case Decision::kRejectedRetryBudget:
+      return Decision::kShadowRejectedRetryBudget;
+    case Decision::kRejectedForcedOpen:
+      return Decision::kShadowRejectedForcedOpen;
+    default:
+      return d;
+  }
+}
+
+Decision RejectionDecision(RejectReason r) {
+  switch (r) {
+    case RejectReason::kProbeInFlight:
+      return Decision::kRejectedProbeInFlight;
+    case RejectReason::kRetryBudget:
+      return Decision::kRejectedRetryBudget;
+    case RejectReason::kForcedOpen:
+      return Decision::kRejectedForcedOpen;
+    default:
+      return Decision::kRejectedOpen;
+  }
+}
+
+}  // namespace
+
+double DefaultUniform() {
+  thread_local absl::InsecureBitGen gen;
+  return absl::Uniform<double>(gen, 0.0, 1.0);
+}
+
+Breaker::Breaker(std::string dependency, std::shared_ptr<const Policy> policy,
+                 const Clock* clock, uint64_t permit_secret,
+                 UniformSource uniform)
+    : dependency_(std::move(dependency)),
+      name_hash_(NameHash(dependency_)),
+      permit_secret_(permit_secret),
+      clock_(clock),
+      uniform_(uniform),
+      policy_(std::move(policy)) {
+  const absl::Time now = clock_->Now();
+  last_activity_ = now;
+  state_entered_ = now;
+}
+
+// --- helpers -----------------------------------------------------------------
+
+State Breaker::DerivedState(absl::Time now) const {
+  if (override_ == Override::kForcedOpen) return State::kForcedOpen;
+  if (override_ == Override::kForcedClosed) return State::kForcedClosed;
+  if (!open_) return State::kClosed;
+  return now >= opened_at_ + cooldown_ ? State::kHalfOpen : State::kOpen;
+}
+
+uint64_t Breaker::MakePermit(bool probe, uint32_t seq) const {
+  const uint32_t payload =
+      static_cast<uint32_t>((generation_ & kGenerationMask) << 8) |
+      ((seq & 0x7F) << 1) | (probe ? 1u : 0u);
+  return (uint64_t{Tag(permit_secret_, name_hash_, payload)} << 32) | payload;
+}
+
+bool Breaker::PermitIsOurs(uint64_t permit) const {
+  const uint32_t payload = static_cast<uint32_t>(permit);
+  return static_cast<uint32_t>(permit >> 32) ==
+         Tag(permit_secret_, name_hash_, payload);
+}
+
+absl::Duration Breaker::WindowWidth() const {
+  return policy_->failure_rate.window / kWindowBuckets;
+}
+
+absl::Duration Breaker::BudgetWidth() const {
+  return policy_->retry_budget.ttl / kWindowBuckets;
+}
+
+WindowCounts Breaker::Window(absl::Time now) const {
+  const auto sum = window_.Sum(now, WindowWidth());
+  return WindowCounts{sum[kCalls], sum[kFailures], sum[kSlow]};
+}
+
+bool Breaker::RetryAllowed(absl::Time now) const {
+  const Policy::RetryBudget& rb = policy_->retry_budget;
+  const auto sum = budget_.Sum(now, BudgetWidth());
+  const double allowance = rb.ratio * static_cast<double>(sum[kFirsts]) +
+                           rb.min_per_second * absl::ToDoubleSeconds(rb.ttl);
+  return static_cast<double>(sum[kRetries]) + 1 <= allowance;
+}
+
+absl::Duration Breaker::NextCooldown(absl::Duration hint) const {
+  const Policy::Cooldown& c = policy_->cooldown;
+  absl::Duration d = c.base;
+  for (uint32_t i = 0; i < escalation_ && d < c.max; ++i) d *= 2;
+  d = std::min(d, c.max);
+  if (c.jitter > 0) {
+    d *= 1.0 + c.jitter * (2.0 * uniform_() - 1.0);
+  }
+  return std::max(d, hint);
+}
+
+void Breaker::CreditStateTime(absl::Time now,
+                              std::array<double, kStateCount>* seconds) const {
+  if (now <= state_entered_) return;
+  const State s = DerivedState(now);
+  if (s == State::kOpen || s == State::kHalfOpen) {
+    const absl::Time open_end = opened_at_ + cooldown_;
+    const absl::Time split = std::clamp(open_end, state_entered_, now);
+    (*seconds)[static_cast<int>(State::kOpen)] +=
+        absl::ToDoubleSeconds(split - state_entered_);
+    (*seconds)[static_cast<int>(State::kHalfOpen)] +=
+        absl::ToDoubleSeconds(now - split);
+  } else {
+    (*seconds)[static_cast<int>(s)] +=
+        absl::ToDoubleSeconds(now - state_entered_);
+  }
+}
+
+void Breaker::CountTransition(State from, State to, TransitionReason reason) {
+  for (auto& t : transitions_) {
+    if (t.from == from && t.to == to && t.reason == reason) {
+      ++t.count;
+      return;
+    }
+  }
+  transitions_.push_back({from, to, reason, 1});
+}
+
+Transition Breaker::MoveTo(absl::Time now, State from, State to,
+                           TransitionReason reason) {
+  ++generation_;
+  CountTransition(from, to, reason);
+  Transition t;
+  t.dependency = dependency_;
+  t.from = from;
+  t.to = to;
+  t.reason = reason;
+  t.generation = generation_;
+  if (to == State::kOpen) t.retry_after = opened_at_ + cooldown_ - now;
+  t.escalation_level = escalation_;
+  t.consecutive_failures = consecutive_failures_;
+  t.window = Window(now);
+  return t;
+}
+
+void Breaker::ClearHistory() {
+  window_.Clear();
+  consecutive_failures_ = 0;
+  escalation_ = 0;
+}
+
+Transition Breaker::Open(absl::Time now, State from, TransitionReason reason,
+                         absl::Duration retry_after_hint) {
+  CreditStateTime(now, &state_seconds_);
+  state_entered_ = now;
+  open_ = true;
+  opened_at_ = now;
+  cooldown_ = NextCooldown(retry_after_hint);
+  half_open_seen_ = false;
+  probe_permit_ = 0;
+  probe_successes_ = 0;
+  return MoveTo(now, from, State::kOpen, reason);
+}
+
+Transition Breaker::Close(absl::Time now, State from, TransitionReason reason) {
+  CreditStateTime(now, &state_seconds_);
+  state_entered_ = now;
+  open_ = false;
+  override_ = Override::kNone;
+  half_open_seen_ = false;
+  probe_permit_ = 0;
+  probe_successes_ = 0;
+  ClearHistory();
+  return MoveTo(now, from, State::kClosed, reason);
+}
+
+std::optional<TransitionReason> Breaker::RecordClosed(absl::Time now,
+                                                      Verdict verdict,
+                                                      bool slow,
+                                                      bool may_trip) {
+  if (verdict == Verdict::kNeutral) return std::nullopt;
+  const absl::Duration width = WindowWidth();
+  window_.Add(now, width, kCalls);
+  if (verdict == Verdict::kFailure) {
+    window_.Add(now, width, kFailures);
+    ++consecutive_failures_;
+  } else {
+    consecutive_failures_ = 0;
+  }
+  if (slow) window_.Add(now, width, kSlow);
+  if (!may_trip) return std::nullopt;
+
+  const Policy& p = *policy_;
+  if (verdict == Verdict::kFailure && p.consecutive_failures > 0 &&
+      consecutive_failures_ >= p.consecutive_failures) {
+    return TransitionReason::kConsecutiveFailures;
+  }
+  const WindowCounts w = Window(now);
+  if (p.failure_rate.threshold > 0 && w.calls >= p.failure_rate.min_calls &&
+      static_cast<double>(w.failures) >=
+          p.failure_rate.threshold * static_cast<double>(w.calls)) {
+    return TransitionReason::kFailureRate;
+  }
+  if (p.slow_call_rate.threshold > 0 && w.calls >= p.slow_call_rate.min_calls &&
+      static_cast<double>(w.slow) >=
+          p.slow_call_rate.threshold * static_cast<double>(w.calls)) {
+    return TransitionReason::kSlowCallRate;
+  }
+  return std::nullopt;
+}
+
+// --- the hot path ------------------------------------------------------------
+
+AcquireResult Breaker::Acquire(uint32_t attempt,
+                               std::optional<Transition>* transition) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  last_activity_ = now;
+  const Policy& p = *policy_;
+  const bool retry = attempt > 0;
+
+  AcquireResult r;
+  r.state = DerivedState(now);
+  Decision decision = Decision::kAllowed;
+
+  switch (r.state) {
+    case State::kForcedOpen:
+      r.reason = RejectReason::kForcedOpen;
+      break;
+    case State::kForcedClosed:
+    case State::kClosed:
+      if (retry && !RetryAllowed(now)) r.reason = RejectReason::kRetryBudget;
+      break;
+    case State::kOpen:
+      r.reason = RejectReason::kOpen;
+      r.retry_after = opened_at_ + cooldown_ - now;
+      break;
+    case State::kHalfOpen: {
+      if (!half_open_seen_) {
+        // The cooldown has run out: record the derived transition the first
+        // time anyone observes it.
+        CreditStateTime(now, &state_seconds_);
+        state_entered_ = now;
+        half_open_seen_ = true;
+        *transition = MoveTo(now, State::kOpen, State::kHalfOpen,
+                             TransitionReason::kCooldownElapsed);
+      }
+      const bool probe_out = probe_permit_ != 0 && now < probe_until_;
+      if (probe_out) {
+        r.reason = RejectReason::kProbeInFlight;
+        r.retry_after = probe_until_ - now;
+      } else if (retry) {
+        // No retry while the breaker is not closed: the probe is a first try.
+        r.reason = RejectReason::kOpen;
+      } else {
+        probe_seq_ = (probe_seq_ % 127) + 1;
+        probe_permit_ = MakePermit(/*probe=*/true, probe_seq_);
+        probe_until_ = now + p.probe.lease;
+        r.allowed = true;
+        r.probe = true;
+        r.permit = probe_permit_;
+        decision = Decision::kProbe;
+      }
+      break;
+    }
+  }
+
+  if (r.reason != RejectReason::kNone) {
+    decision = RejectionDecision(r.reason);
+    if (p.mode == Mode::kShadow) {
+      decision = ShadowOf(decision);
+      r.allowed = true;
+      r.permit = MakePermit(/*probe=*/false, 0);
+    }
+  } else if (!r.probe) {
+    r.allowed = true;
+    r.permit = MakePermit(/*probe=*/false, 0);
+  }
+  ++acquires_[static_cast<int>(decision)];
+
+  // Retry budget accounting reflects what enforce mode decided.
+  if (retry) {
+    if (r.reason == RejectReason::kNone) {
+      budget_.Add(now, BudgetWidth(), kRetries);
+      ++retries_granted_;
+    } else {
+      ++retries_rejected_;
+    }
+  } else if (r.reason == RejectReason::kNone) {
+    budget_.Add(now, BudgetWidth(), kFirsts);
+  }
+  return r;
+}
+
+absl::StatusOr<ReportResult> Breaker::Report(
+    uint64_t permit, const ReportInput& in,
+    std::optional<Transition>* transition) {
+  if (!PermitIsOurs(permit)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "permit: ", permit,
+        " was not issued by this breakerd for dependency \"", dependency_,
+        "\" (a value not returned by Acquire, another dependency's permit, or "
+        "one from before a restart)"));
+  }
+  const uint32_t payload = static_cast<uint32_t>(permit);
+  const uint64_t permit_generation = payload >> 8;
+  const bool is_probe = (payload & 1) != 0;
+
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  last_activity_ = now;
+  const Policy& p = *policy_;
+
+  if (in.latency > absl::ZeroDuration()) {
+    const double s = absl::ToDoubleSeconds(in.latency);
+    const auto it = std::lower_bound(kLatencyBucketBounds.begin(),
+                                     kLatencyBucketBounds.end(), s);
+    ++latency_buckets_[it - kLatencyBucketBounds.begin()];
+    latency_sum_ += s;
+  }
+
+  const Verdict verdict = VerdictFor(in.outcome, p.rate_limited);
+  const bool slow = p.slow_call_rate.threshold > 0 &&
+                    in.latency >= p.slow_call_rate.duration &&
+                    in.latency > absl::ZeroDuration();
+  const Effect counted = verdict == Verdict::kSuccess ? Effect::kCountedSuccess
+                         : verdict == Verdict::kFailure
+                             ? Effect::kCountedFailure
+                             : Effect::kNeutral;
+  const State before = DerivedState(now);
+  ReportResult r;
+  r.effect = Effect::kLate;
+
+  const bool current = permit_generation == (generation_ & kGenerationMask);
+  if (!current || before == State::kForcedOpen) {
+    // Late: counted in metrics, changes nothing.
+  } else if (before == State::kClosed || before == State::kForcedClosed) {
+    r.effect = counted;
+    const auto trip = RecordClosed(now, verdict, slow,
+                                   /*may_trip=*/before == State::kClosed);
+    if (trip.has_value()) {
+      *transition = Open(now, before, *trip, in.retry_after);
+    }
+  } else if (is_probe && permit == probe_permit_) {
+    // The probe's result decides (open or half-open: a probe that reports
+    // after its cooldown restarted cannot match, the generation moved).
+    r.effect = counted;
+    probe_permit_ = 0;
+    if (verdict == Verdict::kFailure) {
+      ++escalation_;
+      *transition =
+          Open(now, before, TransitionReason::kProbeFailed, in.retry_after);
+    } else if (verdict == Verdict::kSuccess &&
+               ++probe_successes_ >= p.probe.required_successes) {
+      *transition = Close(now, before, TransitionReason::kProbeSucceeded);
+    }
+  }
+  ++reports_[static_cast<int>(in.outcome)][static_cast<int>(r.effect)];
+  r.state = DerivedState(now);
+  return r;
+}
+
+// --- admin -----------------------------------------------------------------
+
+Transition Breaker::ForceOpen() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  const State from = DerivedState(now);
+  CreditStateTime(now, &state_seconds_);
+  state_entered_ = now;
+  override_ = Override::kForcedOpen;
+  probe_permit_ = 0;
+  return MoveTo(now, from, State::kForcedOpen, TransitionReason::kForcedOpen);
+}
+
+Transition Breaker::ForceClose() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  const State from = DerivedState(now);
+  CreditStateTime(now, &state_seconds_);
+  state_entered_ = now;
+  override_ = Override::kForcedClosed;
+  probe_permit_ = 0;
+  return MoveTo(now, from, State::kForcedClosed,
+                TransitionReason::kForcedClosed);
+}
+
+Transition Breaker::Reset() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  return Close(now, DerivedState(now), TransitionReason::kReset);
+}
+
+void Breaker::SetPolicy(std::shared_ptr<const Policy> policy) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  if (policy->failure_rate.window != policy_->failure_rate.window) {
+    window_.Rebucket(now, WindowWidth(),
+                     policy->failure_rate.window / kWindowBuckets);
+  }
+  if (policy->retry_budget.ttl != policy_->retry_budget.ttl) {
+    budget_.Rebucket(now, BudgetWidth(),
+                     policy->retry_budget.ttl / kWindowBuckets);
+  }
+  policy_ = std::move(policy);
+}
+
+// --- reads -----------------------------------------------------------------
+
+State Breaker::CurrentState() const {
+  absl::MutexLock lock(&mu_);
+  return DerivedState(clock_->Now());
+}
+
+bool Breaker::IsIdle(absl::Duration idle_ttl) const {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  return override_ == Override::kNone && !open_ && consecutive_failures_ == 0 &&
+         escalation_ == 0 && now - last_activity_ >= idle_ttl &&
+         Window(now).calls == 0;
+}
+
+BreakerSnapshot Breaker::Snapshot() const {
+  BreakerSnapshot s;
+  s.dependency = dependency_;
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  s.state = DerivedState(now);
+  s.generation = generation_;
+  if (s.state == State::kOpen) s.retry_after = opened_at_ + cooldown_ - now;
+  s.window = Window(now);
+  s.failure_rate = s.window.calls == 0
+                       ? 0
+                       : static_cast<double>(s.window.failures) /
+                             static_cast<double>(s.window.calls);
+  s.consecutive_failures = consecutive_failures_;
+  s.escalation_level = escalation_;
+  s.policy = policy_->match;
+  s.shadow = policy_->mode == Mode::kShadow;
+  s.probe_in_flight =
+      s.state == State::kHalfOpen && probe_permit_ != 0 && now < probe_until_;
+  s.failure_rate_threshold = policy_->failure_rate.threshold;
+  s.acquires = acquires_;
+  s.reports = reports_;
+  s.retries_granted = retries_granted_;
+  s.retries_rejected = retries_rejected_;
+  s.transitions = transitions_;
+  s.state_seconds = state_seconds_;
+  CreditStateTime(now, &s.state_seconds);
+  s.latency_buckets = latency_buckets_;
+  s.latency_sum_seconds = latency_sum_;
+  for (uint64_t c : latency_buckets_) s.latency_count += c;
+  return s;
+}
+
+}  // namespace breakerd

@@ -1,0 +1,309 @@
+#include "server/engine/registry.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+
+namespace breakerd {
+namespace {
+
+// Allowed bytes of a dependency name: [A-Za-z0-9._:/@-].
+struct NameTable {
+  bool ok[256] = {};
+  constexpr NameTable() {
+    for (int c = 'a'; c <= 'z'; ++c) ok[c] = true;
+    for (int c = 'A'; c <= 'Z'; ++c) ok[c] = true;
+    for (int c = '0'; c <= '9'; ++c) ok[c] = true;
+    for (char c : {'.', '_', ':', '/', '@', '-'}) {
+      ok[static_cast<unsigned char>(c)] = true;
+    }
+  }
+};
+constexpr NameTable kNameTable;
+
+uint64_t RandomSecret() {
+  absl::BitGen gen;
+  uint64_t s = 0;
+  while (s == 0) s = absl::Uniform<uint64_t>(gen);
+  return s;
+}
+
+}  // namespace
+
+absl::Status ValidateDependency(absl::string_view name,
+                                absl::string_view field) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must not be empty (1-", kMaxDependencyLength,
+                     " bytes of [A-Za-z0-9._:/@-])"));
+  }
+  if (name.size() > kMaxDependencyLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be at most ", kMaxDependencyLength,
+                     " bytes (got ", name.size(), ")"));
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (!kNameTable.ok[c]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": byte ", i, " (0x", absl::Hex(c, absl::kZeroPad2),
+          ") is not allowed; use only [A-Za-z0-9._:/@-]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Registry::Registry(std::shared_ptr<const PolicySet> policies,
+                   const Clock* clock, uint64_t permit_secret,
+                   UniformSource uniform)
+    : clock_(clock),
+      permit_secret_(permit_secret != 0 ? permit_secret : RandomSecret()),
+      uniform_(uniform),
+      policies_(std::move(policies)) {}
+
+Registry::~Registry() = default;
+
+void Registry::AddObserver(TransitionObserver* observer) {
+  observers_.push_back(observer);
+}
+
+Registry::Shard& Registry::ShardFor(absl::string_view dependency) const {
+  return shards_[absl::HashOf(dependency) % kShards];
+}
+
+void Registry::Notify(const Transition& t) {
+  for (TransitionObserver* o : observers_) o->OnTransition(t);
+}
+
+std::shared_ptr<const PolicySet> Registry::policies() const {
+  absl::ReaderMutexLock lock(&policies_mu_);
+  return policies_;
+}
+
+template <typename Fn>
+auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
+    -> absl::StatusOr<decltype(fn(std::declval<Breaker&>()))> {
+  Shard& shard = ShardFor(dependency);
+  {
+    // Fast path: the breaker exists; a shared lock keeps it from being
+    // evicted while fn runs under the breaker's own mutex.
+    absl::ReaderMutexLock lock(&shard.mu);
+    auto it = shard.map.find(dependency);
+    if (it != shard.map.end()) return fn(*it->second);
+  }
+  if (!create) {
+    return absl::NotFoundError(
+        absl::StrCat("dependency: no breaker for \"", dependency,
+                     "\" (breakers are created by the first Acquire)"));
+  }
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.map.find(dependency);
+  if (it == shard.map.end()) {
+    // Read the policies while holding the shard lock, so a concurrent
+    // ApplyPolicies either is seen here or sees this breaker.
+    const std::shared_ptr<const PolicySet> set = policies();
+    const size_t max = set->limits.max_breakers;
+    if (count_.fetch_add(1, std::memory_order_relaxed) >= max) {
+      count_.fetch_sub(1, std::memory_order_relaxed);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "limits.max_breakers: ", max,
+          " breakers exist already; cannot track \"", dependency,
+          "\" (raise limits.max_breakers or use fewer dependency names)"));
+    }
+    it = shard.map
+             .emplace(std::string(dependency),
+                      std::make_unique<Breaker>(std::string(dependency),
+                                                set->Match(dependency), clock_,
+                                                permit_secret_, uniform_))
+             .first;
+  }
+  return fn(*it->second);
+}
+
+absl::StatusOr<AcquireResult> Registry::AcquireValidated(
+    absl::string_view dependency, uint32_t attempt) {
+  std::optional<Transition> transition;
+  auto result = WithBreaker(dependency, /*create=*/true, [&](Breaker& b) {
+    return b.Acquire(attempt, &transition);
+  });
+  if (transition.has_value()) Notify(*transition);
+  return result;
+}
+
+absl::StatusOr<AcquireResult> Registry::Acquire(absl::string_view dependency,
+                                                uint32_t attempt) {
+  if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
+  return AcquireValidated(dependency, attempt);
+}
+
+absl::StatusOr<AcquireFirstResult> Registry::AcquireFirst(
+    absl::Span<const std::string> dependencies, uint32_t attempt) {
+  if (dependencies.empty()) {
+    return absl::InvalidArgumentError(
+        "dependencies: must name at least one dependency");
+  }
+  if (dependencies.size() > kMaxAcquireFirst) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dependencies: at most ", kMaxAcquireFirst,
+        " names in one AcquireFirst (got ", dependencies.size(), ")"));
+  }
+  for (size_t i = 0; i < dependencies.size(); ++i) {
+    if (absl::Status s = ValidateDependency(
+            dependencies[i], absl::StrCat("dependencies[", i, "]"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  AcquireFirstResult out;
+  absl::Duration shortest = absl::InfiniteDuration();
+  for (size_t i = 0; i < dependencies.size(); ++i) {
+    absl::StatusOr<AcquireResult> r =
+        AcquireValidated(dependencies[i], attempt);
+    if (!r.ok()) return r.status();
+    if (r->allowed) {
+      out.granted = static_cast<int>(i);
+      out.result = *r;
+      return out;
+    }
+    shortest = std::min(shortest, r->retry_after);
+    out.result = *r;
+  }
+  out.result.retry_after = shortest;
+  return out;
+}
+
+absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
+                                              uint64_t permit,
+                                              const ReportRequestFacts& facts) {
+  if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
+  if (permit == 0) {
+    return absl::InvalidArgumentError(
+        "permit: required (the nonzero value returned by Acquire)");
+  }
+  absl::StatusOr<OutcomeClass> outcome = Classify(facts.outcome);
+  if (!outcome.ok()) return outcome.status();
+  if (facts.latency < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("latency: must not be negative");
+  }
+  if (facts.retry_after < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("retry_after: must not be negative");
+  }
+  ReportInput in{*outcome, facts.latency, facts.retry_after};
+  std::optional<Transition> transition;
+  auto result = WithBreaker(dependency, /*create=*/false, [&](Breaker& b) {
+    return b.Report(permit, in, &transition);
+  });
+  if (!result.ok() && absl::IsNotFound(result.status())) {
+    result = absl::InvalidArgumentError(absl::StrCat(
+        "permit: ", permit,
+        " was not issued by this breakerd for dependency \"", dependency,
+        "\" (no breaker exists for it: a permit from before a restart?)"));
+  }
+  if (transition.has_value()) Notify(*transition);
+  if (!result.ok()) {
+    unknown_permits_.fetch_add(1, std::memory_order_relaxed);
+    return result.status();
+  }
+  return *std::move(*result);
+}
+
+absl::StatusOr<BreakerSnapshot> Registry::Get(
+    absl::string_view dependency) const {
+  if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
+  Shard& shard = ShardFor(dependency);
+  absl::ReaderMutexLock lock(&shard.mu);
+  auto it = shard.map.find(dependency);
+  if (it == shard.map.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("dependency: no breaker for \"", dependency,
+                     "\" (breakers are created by the first Acquire)"));
+  }
+  return it->second->Snapshot();
+}
+
+void Registry::ForEach(
+    const std::function<void(const BreakerSnapshot&)>& fn) const {
+  for (const Shard& shard : shards_) {
+    absl::ReaderMutexLock lock(&shard.mu);
+    for (const auto& [name, breaker] : shard.map) fn(breaker->Snapshot());
+  }
+}
+
+std::vector<BreakerSnapshot> Registry::List() const {
+  std::vector<BreakerSnapshot> out;
+  out.reserve(size());
+  ForEach([&](const BreakerSnapshot& s) { out.push_back(s); });
+  return out;
+}
+
+absl::StatusOr<BreakerSnapshot> Registry::ForceOpen(
+    absl::string_view dependency) {
+  if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
+  std::optional<Transition> transition;
+  auto result = WithBreaker(dependency, /*create=*/true, [&](Breaker& b) {
+    transition = b.ForceOpen();
+    return b.Snapshot();
+  });
+  if (transition.has_value()) Notify(*transition);
+  return result;
+}
+
+absl::StatusOr<BreakerSnapshot> Registry::ForceClose(
+    absl::string_view dependency) {
+  if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
+  std::optional<Transition> transition;
+  auto result = WithBreaker(dependency, /*create=*/true, [&](Breaker& b) {
+    transition = b.ForceClose();
+    return b.Snapshot();
+  });
+  if (transition.has_value()) Notify(*transition);
+  return result;
+}
+
+absl::StatusOr<BreakerSnapshot> Registry::Reset(absl::string_view dependency) {
+  if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
+  std::optional<Transition> transition;
+  auto result = WithBreaker(dependency, /*create=*/false, [&](Breaker& b) {
+    transition = b.Reset();
+    return b.Snapshot();
+  });
+  if (transition.has_value()) Notify(*transition);
+  return result;
+}
+
+void Registry::ApplyPolicies(std::shared_ptr<const PolicySet> policies) {
+  absl::MutexLock reload(&reload_mu_);
+  {
+    absl::WriterMutexLock lock(&policies_mu_);
+    policies_ = policies;
+  }
+  for (Shard& shard : shards_) {
+    absl::ReaderMutexLock lock(&shard.mu);
+    for (auto& [name, breaker] : shard.map) {
+      breaker->SetPolicy(policies->Match(name));
+    }
+  }
+}
+
+size_t Registry::EvictIdle() {
+  const absl::Duration ttl = policies()->limits.idle_ttl;
+  size_t evicted = 0;
+  for (Shard& shard : shards_) {
+    absl::MutexLock lock(&shard.mu);
+    for (auto it = shard.map.begin(); it != shard.map.end();) {
+      if (it->second->IsIdle(ttl)) {
+        shard.map.erase(it++);
+        ++evicted;
+      } else {
+        ++it;
+      }
+    }
+  }
+  count_.fetch_sub(evicted, std::memory_order_relaxed);
+  return evicted;
+}
+
+}  // namespace breakerd

@@ -1,0 +1,151 @@
+// Threaded tests; CI runs them under ThreadSanitizer. Time is the fake clock:
+// threads race on the breaker, never on sleeps.
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/barrier.h"
+#include "gtest/gtest.h"
+#include "server/engine/clock.h"
+#include "server/engine/registry.h"
+
+namespace breakerd {
+namespace {
+
+using absl::Seconds;
+
+std::shared_ptr<const PolicySet> NoJitter() {
+  auto set = std::make_shared<PolicySet>();
+  auto p = std::make_shared<Policy>();
+  p->cooldown.jitter = 0;
+  p->cooldown.base = Seconds(10);
+  p->probe.lease = Seconds(5);
+  set->defaults = p;
+  return set;
+}
+
+void Trip(Registry& r, absl::string_view dep) {
+  for (int i = 0; i < 5; ++i) {
+    auto a = r.Acquire(dep, 0);
+    ReportRequestFacts f;
+    f.outcome.http_status = 503;
+    ASSERT_TRUE(r.Report(dep, a->permit, f).ok());
+  }
+  ASSERT_EQ(r.Get(dep)->state, State::kOpen);
+}
+
+TEST(ConcurrencyTest, ManyThreadsGetExactlyOneProbePerLease) {
+  FakeClock clock;
+  Registry registry(NoJitter(), &clock);
+  Trip(registry, "llm/a");
+  clock.Advance(Seconds(10));
+
+  constexpr int kThreads = 16;
+  constexpr int kCallsPerThread = 200;
+  for (int lease = 0; lease < 3; ++lease) {
+    std::atomic<int> probes{0};
+    std::atomic<int> in_flight_rejections{0};
+    absl::Barrier* start = new absl::Barrier(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        if (start->Block()) delete start;
+        for (int i = 0; i < kCallsPerThread; ++i) {
+          auto a = registry.Acquire("llm/a", 0);
+          ASSERT_TRUE(a.ok());
+          if (a->probe) ++probes;
+          if (a->reason == RejectReason::kProbeInFlight) ++in_flight_rejections;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(probes.load(), 1) << "lease " << lease;
+    EXPECT_EQ(in_flight_rejections.load(), kThreads * kCallsPerThread - 1);
+    clock.Advance(Seconds(5));  // the lease lapses: one more probe may go
+  }
+}
+
+TEST(ConcurrencyTest, ConcurrentReportsLoseNothing) {
+  FakeClock clock;
+  auto set = std::make_shared<PolicySet>(*NoJitter());
+  auto p = std::make_shared<Policy>(*set->defaults);
+  p->consecutive_failures = 0;
+  p->failure_rate.threshold = 0;
+  set->defaults = p;
+  Registry registry(set, &clock);
+  constexpr int kThreads = 8;
+  constexpr int kCalls = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Half the threads share one key, the rest have their own.
+      const std::string dep =
+          t % 2 == 0 ? "shared" : "own/" + std::to_string(t);
+      for (int i = 0; i < kCalls; ++i) {
+        auto a = registry.Acquire(dep, 0);
+        ASSERT_TRUE(a.ok());
+        ReportRequestFacts f;
+        f.outcome.http_status = i % 3 == 0 ? 500 : 200;
+        ASSERT_TRUE(registry.Report(dep, a->permit, f).ok());
+      }
+    });
+  }
+  // A scraper and a reloader race with the traffic.
+  std::atomic<bool> done{false};
+  std::thread scraper([&] {
+    while (!done.load()) {
+      registry.ForEach([](const BreakerSnapshot& s) { (void)s.window.calls; });
+      registry.ApplyPolicies(registry.policies());
+    }
+  });
+  for (auto& th : threads) th.join();
+  done = true;
+  scraper.join();
+
+  uint64_t reports = 0;
+  registry.ForEach([&](const BreakerSnapshot& s) {
+    for (const auto& by_effect : s.reports) {
+      for (uint64_t n : by_effect) reports += n;
+    }
+  });
+  EXPECT_EQ(reports, uint64_t{kThreads} * kCalls);
+  EXPECT_EQ(registry.Get("shared")->window.calls,
+            uint64_t{kThreads / 2} * kCalls);
+}
+
+TEST(ConcurrencyTest, CreationEvictionAndCapRaceSafely) {
+  FakeClock clock;
+  auto set = std::make_shared<PolicySet>(*NoJitter());
+  set->limits.max_breakers = 100;
+  set->limits.idle_ttl = Seconds(1);
+  Registry registry(set, &clock);
+  std::atomic<bool> done{false};
+  std::thread evictor([&] {
+    while (!done.load()) {
+      clock.Advance(Seconds(1));
+      registry.EvictIdle();
+    }
+  });
+  std::vector<std::thread> threads;
+  std::atomic<int> exhausted{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 3000; ++i) {
+        auto a = registry.Acquire("n/" + std::to_string((i * 7 + t) % 400), 0);
+        if (!a.ok()) {
+          ASSERT_EQ(a.status().code(), absl::StatusCode::kResourceExhausted);
+          ++exhausted;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  done = true;
+  evictor.join();
+  EXPECT_LE(registry.size(), 100u);
+  EXPECT_EQ(registry.List().size(), registry.size());
+}
+
+}  // namespace
+}  // namespace breakerd

@@ -1,0 +1,234 @@
+#include "server/engine/registry.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/engine/clock.h"
+
+namespace breakerd {
+namespace {
+
+using absl::Seconds;
+
+class RecordingObserver : public TransitionObserver {
+ public:
+  void OnTransition(const Transition& t) override { seen.push_back(t); }
+  std::vector<Transition> seen;
+};
+
+std::shared_ptr<const PolicySet> Policies(uint32_t max_breakers = 10000) {
+  auto set = std::make_shared<PolicySet>();
+  auto defaults = std::make_shared<Policy>();
+  defaults->cooldown.jitter = 0;
+  defaults->cooldown.base = Seconds(10);
+  set->defaults = defaults;
+  auto openai = std::make_shared<Policy>(*defaults);
+  openai->match = "openai/*";
+  openai->consecutive_failures = 2;
+  set->policies.push_back(openai);
+  set->limits.max_breakers = max_breakers;
+  set->limits.idle_ttl = absl::Minutes(10);
+  return set;
+}
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  RegistryTest() : registry_(Policies(), &clock_, 42) {
+    registry_.AddObserver(&observer_);
+  }
+
+  void Fail(absl::string_view dep, int n) {
+    for (int i = 0; i < n; ++i) {
+      auto a = registry_.Acquire(dep, 0);
+      ASSERT_TRUE(a.ok()) << a.status();
+      ReportRequestFacts f;
+      f.outcome.explicit_class = static_cast<int>(OutcomeClass::kTimeout);
+      auto r = registry_.Report(dep, a->permit, f);
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+  }
+
+  FakeClock clock_;
+  RecordingObserver observer_;
+  Registry registry_;
+};
+
+TEST_F(RegistryTest, CreatesLazilyWithTheFirstMatchingPolicy) {
+  EXPECT_EQ(registry_.size(), 0u);
+  ASSERT_TRUE(registry_.Acquire("openai/key-1", 0).ok());
+  ASSERT_TRUE(registry_.Acquire("stripe/key-1", 0).ok());
+  EXPECT_EQ(registry_.size(), 2u);
+  EXPECT_EQ(registry_.Get("openai/key-1")->policy, "openai/*");
+  EXPECT_EQ(registry_.Get("stripe/key-1")->policy, "defaults");
+  Fail("openai/key-1", 2);
+  EXPECT_EQ(registry_.Get("openai/key-1")->state, State::kOpen);
+  ASSERT_EQ(observer_.seen.size(), 1u);
+  EXPECT_EQ(observer_.seen[0].dependency, "openai/key-1");
+}
+
+TEST_F(RegistryTest, DependencyNamesAreValidated) {
+  const std::string too_long(201, 'a');
+  for (const std::string& bad :
+       {std::string(), std::string("a b"), std::string("x\n"),
+        std::string("caf\xc3\xa9"), std::string("a*b"), too_long}) {
+    auto r = registry_.Acquire(bad, 0);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("dependency"), std::string::npos)
+        << r.status();
+  }
+  EXPECT_EQ(registry_.size(), 0u);
+  const std::string longest(200, 'z');
+  EXPECT_TRUE(registry_.Acquire(longest, 0).ok());
+  EXPECT_TRUE(registry_.Acquire("A-z_0.9:x/y@z", 0).ok());
+}
+
+TEST_F(RegistryTest, CapIsEnforcedNamingTheLimit) {
+  Registry small(Policies(/*max_breakers=*/3), &clock_);
+  for (const char* d : {"a", "b", "c"}) ASSERT_TRUE(small.Acquire(d, 0).ok());
+  auto r = small.Acquire("d", 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("max_breakers"), std::string::npos);
+  EXPECT_TRUE(small.Acquire("a", 0).ok());  // existing ones still work
+  EXPECT_EQ(small.size(), 3u);
+}
+
+TEST_F(RegistryTest, ReportValidatesBeforeChangingAnything) {
+  auto a = registry_.Acquire("dep", 0);
+  ReportRequestFacts ok;
+  ok.outcome.http_status = 200;
+  ReportRequestFacts none;  // no outcome at all
+  auto r = registry_.Report("dep", a->permit, none);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_.Report("dep", 0, ok).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ReportRequestFacts negative = ok;
+  negative.latency = -Seconds(1);
+  EXPECT_NE(registry_.Report("dep", a->permit, negative)
+                .status()
+                .message()
+                .find("latency"),
+            std::string::npos);
+  // A permit for a dependency that has no breaker (e.g. before a restart).
+  auto unknown = registry_.Report("never-seen", a->permit, ok);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("permit"), std::string::npos);
+  EXPECT_EQ(registry_.size(), 1u);  // nothing was created
+  EXPECT_EQ(registry_.Get("dep")->reports, BreakerSnapshot().reports);
+  EXPECT_EQ(registry_.unknown_permits(), 1u);
+  EXPECT_TRUE(registry_.Report("dep", a->permit, ok).ok());
+}
+
+TEST_F(RegistryTest, AcquireFirstSkipsOpenDependencies) {
+  Fail("openai/key-1", 2);
+  std::vector<std::string> chain = {"openai/key-1", "anthropic/key-1",
+                                    "google/key-1"};
+  auto r = registry_.AcquireFirst(chain, 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->granted, 1);
+  EXPECT_TRUE(r->result.allowed);
+  EXPECT_FALSE(registry_.Get("google/key-1").ok());  // never touched
+}
+
+TEST_F(RegistryTest, AcquireFirstWithNoneAllowedGivesTheShortestWait) {
+  Fail("openai/a", 2);
+  clock_.Advance(Seconds(4));
+  Fail("openai/b", 2);
+  std::vector<std::string> chain = {"openai/a", "openai/b"};
+  auto r = registry_.AcquireFirst(chain, 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->granted, -1);
+  EXPECT_FALSE(r->result.allowed);
+  EXPECT_EQ(r->result.retry_after, Seconds(6));
+}
+
+TEST_F(RegistryTest, AcquireFirstValidatesEveryNameFirst) {
+  std::vector<std::string> chain = {"ok", "bad name"};
+  auto r = registry_.AcquireFirst(chain, 0);
+  EXPECT_NE(r.status().message().find("dependencies[1]"), std::string::npos);
+  EXPECT_EQ(registry_.size(), 0u);
+  EXPECT_FALSE(registry_.AcquireFirst({}, 0).ok());
+  std::vector<std::string> many(Registry::kMaxAcquireFirst + 1, "x");
+  EXPECT_NE(registry_.AcquireFirst(many, 0).status().message().find("at most"),
+            std::string::npos);
+}
+
+TEST_F(RegistryTest, AdminOverridesNotifyObservers) {
+  ASSERT_TRUE(registry_.ForceOpen("stripe/x").ok());  // created on demand
+  EXPECT_EQ(registry_.Acquire("stripe/x", 0)->reason,
+            RejectReason::kForcedOpen);
+  ASSERT_TRUE(registry_.ForceClose("stripe/x").ok());
+  auto reset = registry_.Reset("stripe/x");
+  ASSERT_TRUE(reset.ok());
+  EXPECT_EQ(reset->state, State::kClosed);
+  EXPECT_EQ(registry_.Reset("nobody").status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_EQ(observer_.seen.size(), 3u);
+  EXPECT_EQ(observer_.seen[0].to, State::kForcedOpen);
+  EXPECT_EQ(observer_.seen[1].to, State::kForcedClosed);
+  EXPECT_EQ(observer_.seen[2].to, State::kClosed);
+}
+
+TEST_F(RegistryTest, ApplyPoliciesKeepsTheSameBreakersInPlace) {
+  Fail("openai/key-1", 2);
+  const BreakerSnapshot before = *registry_.Get("openai/key-1");
+  auto next = std::make_shared<PolicySet>(*Policies());
+  auto strict = std::make_shared<Policy>(*next->defaults);
+  strict->match = "openai/key-*";
+  strict->consecutive_failures = 7;
+  next->policies.insert(next->policies.begin(), strict);
+  registry_.ApplyPolicies(next);
+  const BreakerSnapshot after = *registry_.Get("openai/key-1");
+  EXPECT_EQ(after.state, State::kOpen);
+  EXPECT_EQ(after.generation, before.generation);
+  EXPECT_EQ(after.policy, "openai/key-*");
+  EXPECT_EQ(registry_.policies(), next);
+  // A new breaker gets the new policy: 6 failures keep it closed.
+  Fail("openai/key-2", 6);
+  EXPECT_EQ(registry_.Get("openai/key-2")->state, State::kClosed);
+  Fail("openai/key-2", 1);
+  EXPECT_EQ(registry_.Get("openai/key-2")->state, State::kOpen);
+}
+
+TEST_F(RegistryTest, EvictsOnlyIdleBreakers) {
+  ASSERT_TRUE(registry_.Acquire("one-off", 0).ok());
+  Fail("openai/down", 2);
+  Fail("stripe/flaky", 1);
+  clock_.Advance(absl::Minutes(9));
+  EXPECT_EQ(registry_.EvictIdle(), 0u);
+  clock_.Advance(absl::Minutes(2));
+  EXPECT_EQ(registry_.EvictIdle(), 1u);
+  EXPECT_FALSE(registry_.Get("one-off").ok());
+  EXPECT_TRUE(registry_.Get("openai/down").ok());   // open: kept
+  EXPECT_TRUE(registry_.Get("stripe/flaky").ok());  // streak: kept
+  EXPECT_EQ(registry_.size(), 2u);
+  // An evicted name comes back fresh on its next use.
+  EXPECT_TRUE(registry_.Acquire("one-off", 0)->allowed);
+  EXPECT_EQ(registry_.size(), 3u);
+}
+
+TEST_F(RegistryTest, EvictionFreesRoomUnderTheCap) {
+  Registry small(Policies(/*max_breakers=*/2), &clock_);
+  ASSERT_TRUE(small.Acquire("a", 0).ok());
+  ASSERT_TRUE(small.Acquire("b", 0).ok());
+  EXPECT_FALSE(small.Acquire("c", 0).ok());
+  clock_.Advance(absl::Minutes(11));
+  EXPECT_EQ(small.EvictIdle(), 2u);
+  EXPECT_TRUE(small.Acquire("c", 0).ok());
+}
+
+TEST_F(RegistryTest, ListAndForEachSeeEveryBreaker) {
+  for (int i = 0; i < 500; ++i) {
+    ASSERT_TRUE(registry_.Acquire("dep/" + std::to_string(i), 0).ok());
+  }
+  EXPECT_EQ(registry_.List().size(), 500u);
+  size_t n = 0;
+  registry_.ForEach([&](const BreakerSnapshot&) { ++n; });
+  EXPECT_EQ(n, 500u);
+}
+
+}  // namespace
+}  // namespace breakerd
