@@ -265,7 +265,7 @@ std::optional<TransitionReason> Breaker::RecordClosed(absl::Time now,
 
 AcquireResult Breaker::Acquire(uint32_t attempt,
                                std::optional<Transition>* transition) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   last_activity_ = now;
   const Policy& p = *policy_;
@@ -358,7 +358,7 @@ absl::StatusOr<ReportResult> Breaker::Report(
   const uint64_t permit_generation = payload >> 8;
   const bool is_probe = (payload & 1) != 0;
 
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   last_activity_ = now;
   const Policy& p = *policy_;
@@ -415,7 +415,7 @@ absl::StatusOr<ReportResult> Breaker::Report(
 // --- admin -----------------------------------------------------------------
 
 Transition Breaker::ForceOpen() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   const State from = DerivedState(now);
   CreditStateTime(now, &state_seconds_);
@@ -426,7 +426,7 @@ Transition Breaker::ForceOpen() {
 }
 
 Transition Breaker::ForceClose() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   const State from = DerivedState(now);
   CreditStateTime(now, &state_seconds_);
@@ -438,13 +438,13 @@ Transition Breaker::ForceClose() {
 }
 
 Transition Breaker::Reset() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   return Close(now, DerivedState(now), TransitionReason::kReset);
 }
 
 void Breaker::SetPolicy(std::shared_ptr<const Policy> policy) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   if (policy->failure_rate.window != policy_->failure_rate.window) {
     window_.Rebucket(now, WindowWidth(),
@@ -460,12 +460,12 @@ void Breaker::SetPolicy(std::shared_ptr<const Policy> policy) {
 // --- reads -----------------------------------------------------------------
 
 State Breaker::CurrentState() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return DerivedState(clock_->Now());
 }
 
 bool Breaker::IsIdle(absl::Duration idle_ttl) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   return override_ == Override::kNone && !open_ && consecutive_failures_ == 0 &&
          escalation_ == 0 && now - last_activity_ >= idle_ttl &&
@@ -475,7 +475,7 @@ bool Breaker::IsIdle(absl::Duration idle_ttl) const {
 BreakerSnapshot Breaker::Snapshot() const {
   BreakerSnapshot s;
   s.dependency = dependency_;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   s.state = DerivedState(now);
   s.generation = generation_;

@@ -18,10 +18,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine/bucket_ring.h"
 #include "server/engine/clock.h"
+#include "server/engine/mutex.h"
 #include "server/engine/outcome.h"
 #include "server/engine/policy.h"
 #include "server/engine/types.h"
@@ -134,7 +134,7 @@ class Breaker {
   const Clock* const clock_;
   const UniformSource uniform_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::shared_ptr<const Policy> policy_ ABSL_GUARDED_BY(mu_);
 
   // The state machine.

@@ -79,7 +79,7 @@ void Registry::Notify(const Transition& t) {
 }
 
 std::shared_ptr<const PolicySet> Registry::policies() const {
-  absl::ReaderMutexLock lock(&policies_mu_);
+  ReaderMutexLock lock(&policies_mu_);
   return policies_;
 }
 
@@ -90,7 +90,7 @@ auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
   {
     // Fast path: the breaker exists; a shared lock keeps it from being
     // evicted while fn runs under the breaker's own mutex.
-    absl::ReaderMutexLock lock(&shard.mu);
+    ReaderMutexLock lock(&shard.mu);
     auto it = shard.map.find(dependency);
     if (it != shard.map.end()) return fn(*it->second);
   }
@@ -99,7 +99,7 @@ auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
         absl::StrCat("dependency: no breaker for \"", dependency,
                      "\" (breakers are created by the first Acquire)"));
   }
-  absl::MutexLock lock(&shard.mu);
+  MutexLock lock(&shard.mu);
   auto it = shard.map.find(dependency);
   if (it == shard.map.end()) {
     // Read the policies while holding the shard lock, so a concurrent
@@ -214,7 +214,7 @@ absl::StatusOr<BreakerSnapshot> Registry::Get(
     absl::string_view dependency) const {
   if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
   Shard& shard = ShardFor(dependency);
-  absl::ReaderMutexLock lock(&shard.mu);
+  ReaderMutexLock lock(&shard.mu);
   auto it = shard.map.find(dependency);
   if (it == shard.map.end()) {
     return absl::NotFoundError(
@@ -227,7 +227,7 @@ absl::StatusOr<BreakerSnapshot> Registry::Get(
 void Registry::ForEach(
     const std::function<void(const BreakerSnapshot&)>& fn) const {
   for (const Shard& shard : shards_) {
-    absl::ReaderMutexLock lock(&shard.mu);
+    ReaderMutexLock lock(&shard.mu);
     for (const auto& [name, breaker] : shard.map) fn(breaker->Snapshot());
   }
 }
@@ -275,13 +275,13 @@ absl::StatusOr<BreakerSnapshot> Registry::Reset(absl::string_view dependency) {
 }
 
 void Registry::ApplyPolicies(std::shared_ptr<const PolicySet> policies) {
-  absl::MutexLock reload(&reload_mu_);
+  MutexLock reload(&reload_mu_);
   {
-    absl::WriterMutexLock lock(&policies_mu_);
+    MutexLock lock(&policies_mu_);
     policies_ = policies;
   }
   for (Shard& shard : shards_) {
-    absl::ReaderMutexLock lock(&shard.mu);
+    ReaderMutexLock lock(&shard.mu);
     for (auto& [name, breaker] : shard.map) {
       breaker->SetPolicy(policies->Match(name));
     }
@@ -292,7 +292,7 @@ size_t Registry::EvictIdle() {
   const absl::Duration ttl = policies()->limits.idle_ttl;
   size_t evicted = 0;
   for (Shard& shard : shards_) {
-    absl::MutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     for (auto it = shard.map.begin(); it != shard.map.end();) {
       if (it->second->IsIdle(ttl)) {
         shard.map.erase(it++);

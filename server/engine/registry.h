@@ -25,10 +25,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "server/engine/breaker.h"
 #include "server/engine/clock.h"
+#include "server/engine/mutex.h"
 #include "server/engine/outcome.h"
 #include "server/engine/policy.h"
 #include "server/engine/types.h"
@@ -133,7 +133,7 @@ class Registry {
  private:
   static constexpr size_t kShards = 64;
   struct Shard {
-    mutable absl::Mutex mu;
+    mutable Mutex mu;
     absl::flat_hash_map<std::string, std::unique_ptr<Breaker>> map
         ABSL_GUARDED_BY(mu);
   };
@@ -157,8 +157,8 @@ class Registry {
   std::atomic<size_t> count_{0};
   std::atomic<uint64_t> unknown_permits_{0};
 
-  absl::Mutex reload_mu_;  // serializes ApplyPolicies
-  mutable absl::Mutex policies_mu_;
+  Mutex reload_mu_;  // serializes ApplyPolicies
+  mutable Mutex policies_mu_;
   std::shared_ptr<const PolicySet> policies_ ABSL_GUARDED_BY(policies_mu_);
 };
 
