@@ -92,18 +92,19 @@ Breaker::Breaker(std::string dependency, std::shared_ptr<const Policy> policy,
       clock_(clock),
       uniform_(uniform),
       policy_(std::move(policy)) {
-  const absl::Time now = clock_->Now();
-  last_activity_ = now;
-  state_entered_ = now;
+  const Instant now = NowInstant();
+  last_activity_ = now.t;
+  state_entered_ = now.t;
+  CacheWidths();
 }
 
 // --- helpers -----------------------------------------------------------------
 
-State Breaker::DerivedState(absl::Time now) const {
+State Breaker::DerivedState(Instant now) const {
   if (override_ == Override::kForcedOpen) return State::kForcedOpen;
   if (override_ == Override::kForcedClosed) return State::kForcedClosed;
   if (!open_) return State::kClosed;
-  return now >= opened_at_ + cooldown_ ? State::kHalfOpen : State::kOpen;
+  return now.t >= opened_at_ + cooldown_ ? State::kHalfOpen : State::kOpen;
 }
 
 uint64_t Breaker::MakePermit(bool probe, uint32_t seq) const {
@@ -119,22 +120,22 @@ bool Breaker::PermitIsOurs(uint64_t permit) const {
          Tag(permit_secret_, name_hash_, payload);
 }
 
-absl::Duration Breaker::WindowWidth() const {
-  return policy_->failure_rate.window / kWindowBuckets;
+void Breaker::CacheWidths() {
+  window_width_ = std::max<int64_t>(
+      1,
+      absl::ToInt64Nanoseconds(policy_->failure_rate.window) / kWindowBuckets);
+  budget_width_ = std::max<int64_t>(
+      1, absl::ToInt64Nanoseconds(policy_->retry_budget.ttl) / kWindowBuckets);
 }
 
-absl::Duration Breaker::BudgetWidth() const {
-  return policy_->retry_budget.ttl / kWindowBuckets;
-}
-
-WindowCounts Breaker::Window(absl::Time now) const {
-  const auto sum = window_.Sum(now, WindowWidth());
+WindowCounts Breaker::Window(Instant now) const {
+  const auto sum = window_.Sum(now.ns, window_width_);
   return WindowCounts{sum[kCalls], sum[kFailures], sum[kSlow]};
 }
 
-bool Breaker::RetryAllowed(absl::Time now) const {
+bool Breaker::RetryAllowed(Instant now) const {
   const Policy::RetryBudget& rb = policy_->retry_budget;
-  const auto sum = budget_.Sum(now, BudgetWidth());
+  const auto sum = budget_.Sum(now.ns, budget_width_);
   const double allowance = rb.ratio * static_cast<double>(sum[kFirsts]) +
                            rb.min_per_second * absl::ToDoubleSeconds(rb.ttl);
   return static_cast<double>(sum[kRetries]) + 1 <= allowance;
@@ -151,20 +152,20 @@ absl::Duration Breaker::NextCooldown(absl::Duration hint) const {
   return std::max(d, hint);
 }
 
-void Breaker::CreditStateTime(absl::Time now,
+void Breaker::CreditStateTime(Instant now,
                               std::array<double, kStateCount>* seconds) const {
-  if (now <= state_entered_) return;
+  if (now.t <= state_entered_) return;
   const State s = DerivedState(now);
   if (s == State::kOpen || s == State::kHalfOpen) {
     const absl::Time open_end = opened_at_ + cooldown_;
-    const absl::Time split = std::clamp(open_end, state_entered_, now);
+    const absl::Time split = std::clamp(open_end, state_entered_, now.t);
     (*seconds)[static_cast<int>(State::kOpen)] +=
         absl::ToDoubleSeconds(split - state_entered_);
     (*seconds)[static_cast<int>(State::kHalfOpen)] +=
-        absl::ToDoubleSeconds(now - split);
+        absl::ToDoubleSeconds(now.t - split);
   } else {
     (*seconds)[static_cast<int>(s)] +=
-        absl::ToDoubleSeconds(now - state_entered_);
+        absl::ToDoubleSeconds(now.t - state_entered_);
   }
 }
 
@@ -178,7 +179,7 @@ void Breaker::CountTransition(State from, State to, TransitionReason reason) {
   transitions_.push_back({from, to, reason, 1});
 }
 
-Transition Breaker::MoveTo(absl::Time now, State from, State to,
+Transition Breaker::MoveTo(Instant now, State from, State to,
                            TransitionReason reason) {
   ++generation_;
   CountTransition(from, to, reason);
@@ -188,7 +189,7 @@ Transition Breaker::MoveTo(absl::Time now, State from, State to,
   t.to = to;
   t.reason = reason;
   t.generation = generation_;
-  if (to == State::kOpen) t.retry_after = opened_at_ + cooldown_ - now;
+  if (to == State::kOpen) t.retry_after = opened_at_ + cooldown_ - now.t;
   t.escalation_level = escalation_;
   t.consecutive_failures = consecutive_failures_;
   t.window = Window(now);
@@ -201,12 +202,12 @@ void Breaker::ClearHistory() {
   escalation_ = 0;
 }
 
-Transition Breaker::Open(absl::Time now, State from, TransitionReason reason,
+Transition Breaker::Open(Instant now, State from, TransitionReason reason,
                          absl::Duration retry_after_hint) {
   CreditStateTime(now, &state_seconds_);
-  state_entered_ = now;
+  state_entered_ = now.t;
   open_ = true;
-  opened_at_ = now;
+  opened_at_ = now.t;
   cooldown_ = NextCooldown(retry_after_hint);
   half_open_seen_ = false;
   probe_permit_ = 0;
@@ -214,9 +215,9 @@ Transition Breaker::Open(absl::Time now, State from, TransitionReason reason,
   return MoveTo(now, from, State::kOpen, reason);
 }
 
-Transition Breaker::Close(absl::Time now, State from, TransitionReason reason) {
+Transition Breaker::Close(Instant now, State from, TransitionReason reason) {
   CreditStateTime(now, &state_seconds_);
-  state_entered_ = now;
+  state_entered_ = now.t;
   open_ = false;
   override_ = Override::kNone;
   half_open_seen_ = false;
@@ -226,20 +227,20 @@ Transition Breaker::Close(absl::Time now, State from, TransitionReason reason) {
   return MoveTo(now, from, State::kClosed, reason);
 }
 
-std::optional<TransitionReason> Breaker::RecordClosed(absl::Time now,
+std::optional<TransitionReason> Breaker::RecordClosed(Instant now,
                                                       Verdict verdict,
                                                       bool slow,
                                                       bool may_trip) {
   if (verdict == Verdict::kNeutral) return std::nullopt;
-  const absl::Duration width = WindowWidth();
-  window_.Add(now, width, kCalls);
+  const int64_t width = window_width_;
+  window_.Add(now.ns, width, kCalls);
   if (verdict == Verdict::kFailure) {
-    window_.Add(now, width, kFailures);
+    window_.Add(now.ns, width, kFailures);
     ++consecutive_failures_;
   } else {
     consecutive_failures_ = 0;
   }
-  if (slow) window_.Add(now, width, kSlow);
+  if (slow) window_.Add(now.ns, width, kSlow);
   if (!may_trip) return std::nullopt;
 
   const Policy& p = *policy_;
@@ -266,8 +267,8 @@ std::optional<TransitionReason> Breaker::RecordClosed(absl::Time now,
 AcquireResult Breaker::Acquire(uint32_t attempt,
                                std::optional<Transition>* transition) {
   MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
-  last_activity_ = now;
+  const Instant now = NowInstant();
+  last_activity_ = now.t;
   const Policy& p = *policy_;
   const bool retry = attempt > 0;
 
@@ -285,29 +286,29 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
       break;
     case State::kOpen:
       r.reason = RejectReason::kOpen;
-      r.retry_after = opened_at_ + cooldown_ - now;
+      r.retry_after = opened_at_ + cooldown_ - now.t;
       break;
     case State::kHalfOpen: {
       if (!half_open_seen_) {
         // The cooldown has run out: record the derived transition the first
         // time anyone observes it.
         CreditStateTime(now, &state_seconds_);
-        state_entered_ = now;
+        state_entered_ = now.t;
         half_open_seen_ = true;
         *transition = MoveTo(now, State::kOpen, State::kHalfOpen,
                              TransitionReason::kCooldownElapsed);
       }
-      const bool probe_out = probe_permit_ != 0 && now < probe_until_;
+      const bool probe_out = probe_permit_ != 0 && now.t < probe_until_;
       if (probe_out) {
         r.reason = RejectReason::kProbeInFlight;
-        r.retry_after = probe_until_ - now;
+        r.retry_after = probe_until_ - now.t;
       } else if (retry) {
         // No retry while the breaker is not closed: the probe is a first try.
         r.reason = RejectReason::kOpen;
       } else {
         probe_seq_ = (probe_seq_ % 127) + 1;
         probe_permit_ = MakePermit(/*probe=*/true, probe_seq_);
-        probe_until_ = now + p.probe.lease;
+        probe_until_ = now.t + p.probe.lease;
         r.allowed = true;
         r.probe = true;
         r.permit = probe_permit_;
@@ -333,13 +334,13 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
   // Retry budget accounting reflects what enforce mode decided.
   if (retry) {
     if (r.reason == RejectReason::kNone) {
-      budget_.Add(now, BudgetWidth(), kRetries);
+      budget_.Add(now.ns, budget_width_, kRetries);
       ++retries_granted_;
     } else {
       ++retries_rejected_;
     }
   } else if (r.reason == RejectReason::kNone) {
-    budget_.Add(now, BudgetWidth(), kFirsts);
+    budget_.Add(now.ns, budget_width_, kFirsts);
   }
   return r;
 }
@@ -359,8 +360,8 @@ absl::StatusOr<ReportResult> Breaker::Report(
   const bool is_probe = (payload & 1) != 0;
 
   MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
-  last_activity_ = now;
+  const Instant now = NowInstant();
+  last_activity_ = now.t;
   const Policy& p = *policy_;
 
   if (in.latency > absl::ZeroDuration()) {
@@ -416,10 +417,10 @@ absl::StatusOr<ReportResult> Breaker::Report(
 
 Transition Breaker::ForceOpen() {
   MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
+  const Instant now = NowInstant();
   const State from = DerivedState(now);
   CreditStateTime(now, &state_seconds_);
-  state_entered_ = now;
+  state_entered_ = now.t;
   override_ = Override::kForcedOpen;
   probe_permit_ = 0;
   return MoveTo(now, from, State::kForcedOpen, TransitionReason::kForcedOpen);
@@ -427,10 +428,10 @@ Transition Breaker::ForceOpen() {
 
 Transition Breaker::ForceClose() {
   MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
+  const Instant now = NowInstant();
   const State from = DerivedState(now);
   CreditStateTime(now, &state_seconds_);
-  state_entered_ = now;
+  state_entered_ = now.t;
   override_ = Override::kForcedClosed;
   probe_permit_ = 0;
   return MoveTo(now, from, State::kForcedClosed,
@@ -439,36 +440,36 @@ Transition Breaker::ForceClose() {
 
 Transition Breaker::Reset() {
   MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
+  const Instant now = NowInstant();
   return Close(now, DerivedState(now), TransitionReason::kReset);
 }
 
 void Breaker::SetPolicy(std::shared_ptr<const Policy> policy) {
   MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
-  if (policy->failure_rate.window != policy_->failure_rate.window) {
-    window_.Rebucket(now, WindowWidth(),
-                     policy->failure_rate.window / kWindowBuckets);
-  }
-  if (policy->retry_budget.ttl != policy_->retry_budget.ttl) {
-    budget_.Rebucket(now, BudgetWidth(),
-                     policy->retry_budget.ttl / kWindowBuckets);
-  }
+  const Instant now = NowInstant();
+  const int64_t old_window = window_width_, old_budget = budget_width_;
   policy_ = std::move(policy);
+  CacheWidths();
+  if (window_width_ != old_window) {
+    window_.Rebucket(now.ns, old_window, window_width_);
+  }
+  if (budget_width_ != old_budget) {
+    budget_.Rebucket(now.ns, old_budget, budget_width_);
+  }
 }
 
 // --- reads -----------------------------------------------------------------
 
 State Breaker::CurrentState() const {
   MutexLock lock(&mu_);
-  return DerivedState(clock_->Now());
+  return DerivedState(NowInstant());
 }
 
 bool Breaker::IsIdle(absl::Duration idle_ttl) const {
   MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
+  const Instant now = NowInstant();
   return override_ == Override::kNone && !open_ && consecutive_failures_ == 0 &&
-         escalation_ == 0 && now - last_activity_ >= idle_ttl &&
+         escalation_ == 0 && now.t - last_activity_ >= idle_ttl &&
          Window(now).calls == 0;
 }
 
@@ -476,10 +477,10 @@ BreakerSnapshot Breaker::Snapshot() const {
   BreakerSnapshot s;
   s.dependency = dependency_;
   MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
+  const Instant now = NowInstant();
   s.state = DerivedState(now);
   s.generation = generation_;
-  if (s.state == State::kOpen) s.retry_after = opened_at_ + cooldown_ - now;
+  if (s.state == State::kOpen) s.retry_after = opened_at_ + cooldown_ - now.t;
   s.window = Window(now);
   s.failure_rate = s.window.calls == 0
                        ? 0
@@ -490,7 +491,7 @@ BreakerSnapshot Breaker::Snapshot() const {
   s.policy = policy_->match;
   s.shadow = policy_->mode == Mode::kShadow;
   s.probe_in_flight =
-      s.state == State::kHalfOpen && probe_permit_ != 0 && now < probe_until_;
+      s.state == State::kHalfOpen && probe_permit_ != 0 && now.t < probe_until_;
   s.failure_rate_threshold = policy_->failure_rate.threshold;
   s.acquires = acquires_;
   s.reports = reports_;

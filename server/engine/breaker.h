@@ -91,36 +91,46 @@ class Breaker {
   enum Counter { kCalls = 0, kFailures = 1, kSlow = 2 };
   enum BudgetCounter { kFirsts = 0, kRetries = 1 };
 
-  State DerivedState(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The clock read once per operation, in both forms.
+  struct Instant {
+    absl::Time t;
+    int64_t ns;  // for the bucket rings
+  };
+  Instant NowInstant() const {
+    const int64_t ns = clock_->NowNanos();
+    return Instant{absl::FromUnixNanos(ns), ns};
+  }
+
+  State DerivedState(Instant now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MakePermit(bool probe, uint32_t seq) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PermitIsOurs(uint64_t permit) const;
-  absl::Duration WindowWidth() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Duration BudgetWidth() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  WindowCounts Window(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool RetryAllowed(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recomputes the bucket widths from policy_.
+  void CacheWidths() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  WindowCounts Window(Instant now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RetryAllowed(Instant now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration NextCooldown(absl::Duration hint) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Counts a closed-state outcome; returns the trip reason if a rule fires.
-  std::optional<TransitionReason> RecordClosed(absl::Time now, Verdict verdict,
+  std::optional<TransitionReason> RecordClosed(Instant now, Verdict verdict,
                                                bool slow, bool may_trip)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // State changes. Each credits the time spent in the old state, bumps the
   // generation, counts the transition and fills the event.
-  Transition MoveTo(absl::Time now, State from, State to,
-                    TransitionReason reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Transition Open(absl::Time now, State from, TransitionReason reason,
+  Transition MoveTo(Instant now, State from, State to, TransitionReason reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Transition Open(Instant now, State from, TransitionReason reason,
                   absl::Duration retry_after_hint)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Transition Close(absl::Time now, State from, TransitionReason reason)
+  Transition Close(Instant now, State from, TransitionReason reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ClearHistory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Adds the time from state_entered_ to `now` to `seconds`, split between
   // open and half-open at the end of the cooldown.
-  void CreditStateTime(absl::Time now,
+  void CreditStateTime(Instant now,
                        std::array<double, kStateCount>* seconds) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -155,6 +165,9 @@ class Breaker {
   absl::Time probe_until_ ABSL_GUARDED_BY(mu_);
   absl::Time last_activity_ ABSL_GUARDED_BY(mu_);
 
+  // Bucket widths in nanoseconds, derived from policy_.
+  int64_t window_width_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t budget_width_ ABSL_GUARDED_BY(mu_) = 1;
   BucketRing<3> window_ ABSL_GUARDED_BY(mu_);
   BucketRing<2> budget_ ABSL_GUARDED_BY(mu_);
 

@@ -10,8 +10,6 @@
 #include <array>
 #include <cstdint>
 
-#include "absl/time/time.h"
-
 namespace breakerd {
 
 template <int kCounters, int kBuckets = 10>
@@ -19,15 +17,15 @@ class BucketRing {
  public:
   using Counts = std::array<uint64_t, kCounters>;
 
+  // Times are in nanoseconds of the engine's Clock (Clock::NowNanos).
   // Adds `delta` to the bucket holding `now`. REQUIRES: width > 0.
-  void Add(absl::Time now, absl::Duration width, int counter,
-           uint32_t delta = 1) {
+  void Add(int64_t now, int64_t width, int counter, uint32_t delta = 1) {
     Bucket& b = Current(now, width);
     b.counts[counter] += delta;
   }
 
   // The sums over the buckets still inside the window at `now`.
-  Counts Sum(absl::Time now, absl::Duration width) const {
+  Counts Sum(int64_t now, int64_t width) const {
     const uint32_t epoch = EpochOf(now, width);
     Counts sum{};
     for (const Bucket& b : buckets_) {
@@ -41,8 +39,7 @@ class BucketRing {
 
   // Re-buckets for a new width, keeping the totals still in the window: they
   // are folded into the current bucket under the new width.
-  void Rebucket(absl::Time now, absl::Duration old_width,
-                absl::Duration new_width) {
+  void Rebucket(int64_t now, int64_t old_width, int64_t new_width) {
     const Counts kept = Sum(now, old_width);
     Clear();
     Bucket& b = Current(now, new_width);
@@ -58,15 +55,11 @@ class BucketRing {
     std::array<uint32_t, kCounters> counts{};
   };
 
-  static uint32_t EpochOf(absl::Time now, absl::Duration width) {
-    // Plain 64-bit nanoseconds: good for 292 years of monotonic time, and
-    // much cheaper than absl::IDivDuration on the hot path.
-    return static_cast<uint32_t>(
-        absl::ToInt64Nanoseconds(now - absl::UnixEpoch()) /
-        absl::ToInt64Nanoseconds(width));
+  static uint32_t EpochOf(int64_t now, int64_t width) {
+    return static_cast<uint32_t>(now / width);
   }
 
-  Bucket& Current(absl::Time now, absl::Duration width) {
+  Bucket& Current(int64_t now, int64_t width) {
     const uint32_t epoch = EpochOf(now, width);
     Bucket& b = buckets_[epoch % kBuckets];
     if (b.epoch != epoch) {

@@ -4,9 +4,10 @@
 
 namespace breakerd {
 
-absl::Time MonotonicClock::Now() const {
-  return absl::UnixEpoch() +
-         absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+int64_t MonotonicClock::NowNanos() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 MonotonicClock* MonotonicClock::Get() {
@@ -17,9 +18,8 @@ MonotonicClock* MonotonicClock::Get() {
 // One day past the epoch, so that "now - something" never underflows in tests.
 FakeClock::FakeClock() : nanos_(int64_t{86400} * 1000000000) {}
 
-absl::Time FakeClock::Now() const {
-  return absl::UnixEpoch() +
-         absl::Nanoseconds(nanos_.load(std::memory_order_acquire));
+int64_t FakeClock::NowNanos() const {
+  return nanos_.load(std::memory_order_acquire);
 }
 
 void FakeClock::Advance(absl::Duration d) {

@@ -16,15 +16,17 @@ namespace breakerd {
 class Clock {
  public:
   virtual ~Clock() = default;
-  // A monotonic instant. Only differences between two values are meaningful;
-  // the absolute value is not wall-clock time.
-  virtual absl::Time Now() const = 0;
+  // A monotonic instant, in nanoseconds. Only differences between two values
+  // are meaningful; the absolute value is not wall-clock time.
+  virtual int64_t NowNanos() const = 0;
+  // The same instant as an absl::Time (cheap: inline conversion).
+  absl::Time Now() const { return absl::FromUnixNanos(NowNanos()); }
 };
 
 // The process's monotonic clock (std::chrono::steady_clock).
 class MonotonicClock final : public Clock {
  public:
-  absl::Time Now() const override;
+  int64_t NowNanos() const override;
   // A shared instance; never destroyed.
   static MonotonicClock* Get();
 };
@@ -33,7 +35,7 @@ class MonotonicClock final : public Clock {
 class FakeClock final : public Clock {
  public:
   FakeClock();
-  absl::Time Now() const override;
+  int64_t NowNanos() const override;
   void Advance(absl::Duration d);
 
  private:

@@ -99,7 +99,7 @@ auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
         absl::StrCat("dependency: no breaker for \"", dependency,
                      "\" (breakers are created by the first Acquire)"));
   }
-  MutexLock lock(&shard.mu);
+  WriterMutexLock lock(&shard.mu);
   auto it = shard.map.find(dependency);
   if (it == shard.map.end()) {
     // Read the policies while holding the shard lock, so a concurrent
@@ -277,7 +277,7 @@ absl::StatusOr<BreakerSnapshot> Registry::Reset(absl::string_view dependency) {
 void Registry::ApplyPolicies(std::shared_ptr<const PolicySet> policies) {
   MutexLock reload(&reload_mu_);
   {
-    MutexLock lock(&policies_mu_);
+    WriterMutexLock lock(&policies_mu_);
     policies_ = policies;
   }
   for (Shard& shard : shards_) {
@@ -292,7 +292,7 @@ size_t Registry::EvictIdle() {
   const absl::Duration ttl = policies()->limits.idle_ttl;
   size_t evicted = 0;
   for (Shard& shard : shards_) {
-    MutexLock lock(&shard.mu);
+    WriterMutexLock lock(&shard.mu);
     for (auto it = shard.map.begin(); it != shard.map.end();) {
       if (it->second->IsIdle(ttl)) {
         shard.map.erase(it++);

@@ -133,7 +133,7 @@ class Registry {
  private:
   static constexpr size_t kShards = 64;
   struct Shard {
-    mutable Mutex mu;
+    mutable SharedMutex mu;
     absl::flat_hash_map<std::string, std::unique_ptr<Breaker>> map
         ABSL_GUARDED_BY(mu);
   };
@@ -158,7 +158,7 @@ class Registry {
   std::atomic<uint64_t> unknown_permits_{0};
 
   Mutex reload_mu_;  // serializes ApplyPolicies
-  mutable Mutex policies_mu_;
+  mutable SharedMutex policies_mu_;
   std::shared_ptr<const PolicySet> policies_ ABSL_GUARDED_BY(policies_mu_);
 };
 
