@@ -193,21 +193,20 @@ absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
   }
   ReportInput in{*outcome, facts.latency, facts.retry_after};
   std::optional<Transition> transition;
-  auto result = WithBreaker(dependency, /*create=*/false, [&](Breaker& b) {
-    return b.Report(permit, in, &transition);
-  });
-  if (!result.ok() && absl::IsNotFound(result.status())) {
-    result = absl::InvalidArgumentError(absl::StrCat(
-        "permit: ", permit,
-        " was not issued by this breakerd for dependency \"", dependency,
-        "\" (no breaker exists for it: a permit from before a restart?)"));
-  }
+  absl::StatusOr<absl::StatusOr<ReportResult>> found = WithBreaker(
+      dependency, /*create=*/false,
+      [&](Breaker& b) { return b.Report(permit, in, &transition); });
   if (transition.has_value()) Notify(*transition);
-  if (!result.ok()) {
-    unknown_permits_.fetch_add(1, std::memory_order_relaxed);
-    return result.status();
-  }
-  return *std::move(*result);
+  absl::StatusOr<ReportResult> result =
+      found.ok() ? *std::move(found)
+                 : absl::InvalidArgumentError(absl::StrCat(
+                       "permit: ", permit,
+                       " was not issued by this breakerd for dependency \"",
+                       dependency,
+                       "\" (no breaker exists for it: a permit from before a "
+                       "restart?)"));
+  if (!result.ok()) unknown_permits_.fetch_add(1, std::memory_order_relaxed);
+  return result;
 }
 
 absl::StatusOr<BreakerSnapshot> Registry::Get(

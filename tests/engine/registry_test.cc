@@ -118,7 +118,12 @@ TEST_F(RegistryTest, ReportValidatesBeforeChangingAnything) {
   EXPECT_NE(unknown.status().message().find("permit"), std::string::npos);
   EXPECT_EQ(registry_.size(), 1u);  // nothing was created
   EXPECT_EQ(registry_.Get("dep")->reports, BreakerSnapshot().reports);
-  EXPECT_EQ(registry_.unknown_permits(), 1u);
+  // A garbage permit for an existing dependency.
+  auto garbage = registry_.Report("dep", 12345, ok);
+  EXPECT_EQ(garbage.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(garbage.status().message().find("permit"), std::string::npos);
+  EXPECT_EQ(registry_.Get("dep")->reports, BreakerSnapshot().reports);
+  EXPECT_EQ(registry_.unknown_permits(), 2u);
   EXPECT_TRUE(registry_.Report("dep", a->permit, ok).ok());
 }
 
