@@ -1,0 +1,252 @@
+// breakerd: the circuit-breaker sidecar. Flags -> ServerOptions ->
+// ServerRunner.
+//
+// Flag names are documented with dashes (--metrics-listen); Abseil flags are
+// C identifiers, so dashes in a flag name are turned into underscores before
+// parsing and both spellings work. `breakerd --help` prints our own flag list
+// (Abseil's default --help would list none of them, since they are not
+// defined in a file named after the binary); --helpfull prints Abseil's full
+// list, with underscores.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "server/log/json_log.h"
+#include "server/server_runner.h"
+
+#ifndef BREAKERD_VERSION
+#define BREAKERD_VERSION "dev"
+#endif
+
+ABSL_FLAG(std::string, config, "",
+          "YAML policy file (defaults, policies, limits). Reloaded on SIGHUP "
+          "and when its content changes. Without it the embedded defaults "
+          "apply. A bad file at startup exits with code 2.");
+ABSL_FLAG(std::vector<std::string>, listen, {"127.0.0.1:50051"},
+          "Comma-separated gRPC listen addresses: host:port ([::1]:port for "
+          "IPv6) or unix:/path/to.sock. Port 0 picks a free port; the "
+          "`serving` log line reports the ports bound.");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
+          "host:port of the HTTP endpoint serving /metrics (Prometheus), "
+          "/healthz (liveness) and /readyz (readiness: 503 while starting or "
+          "shutting down). Port 0 picks a free port.");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "File holding the bearer token for the Admin service (ForceOpen, "
+          "ForceClose, Reset); surrounding whitespace is trimmed and an empty "
+          "file is an error. Without it the Admin service refuses every "
+          "call.");
+ABSL_FLAG(absl::Duration, config_poll_interval, absl::Seconds(2),
+          "How often --config is checked for changed content (Kubernetes "
+          "ConfigMap updates). 0 disables polling; SIGHUP still reloads.");
+ABSL_FLAG(absl::Duration, evict_interval, absl::Seconds(30),
+          "How often idle breakers (closed, no history, idle for "
+          "limits.idle_ttl) are removed. 0 disables eviction.");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "On SIGTERM/SIGINT: how long in-flight calls may finish before "
+          "they are cancelled. Watch streams end at once.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "breakerd: a circuit-breaker sidecar. Applications ask it before each "
+    "call to an upstream dependency (Acquire) and report how the call went "
+    "(Report), over gRPC (breakerd.v1.Breaker).\n"
+    "\n"
+    "Usage: breakerd [flags]\n"
+    "\n"
+    "Signals: SIGHUP reloads --config; SIGTERM or SIGINT shuts down "
+    "gracefully (exit code 0).\n"
+    "Exit codes: 0 clean shutdown, 1 cannot listen or start, 2 bad flags, "
+    "config or token file.\n"
+    "Logs: one JSON object per line on stderr.";
+
+// Our flags in the order --help lists them, with a placeholder for the value.
+struct FlagDoc {
+  const char* name;  // as defined (underscores)
+  const char* value;
+};
+constexpr FlagDoc kFlagDocs[] = {
+    {"config", "PATH"},
+    {"listen", "ADDR[,ADDR...]"},
+    {"metrics_listen", "HOST:PORT"},
+    {"admin_token_file", "PATH"},
+    {"config_poll_interval", "DURATION"},
+    {"evict_interval", "DURATION"},
+    {"shutdown_grace", "DURATION"},
+};
+
+std::string Dashed(absl::string_view name) {
+  return absl::StrReplaceAll(name, {{"_", "-"}});
+}
+
+// Word-wraps `text` to 80 columns, every line indented by `indent`.
+std::string Wrap(absl::string_view text, size_t indent) {
+  constexpr size_t kWidth = 80;
+  std::string out;
+  size_t column = 0;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (column > indent && column + 1 + word.size() > kWidth) {
+      out.push_back('\n');
+      column = 0;
+    }
+    if (column == 0) {
+      out.append(indent, ' ');
+      column = indent;
+    } else {
+      out.push_back(' ');
+      ++column;
+    }
+    out.append(word.data(), word.size());
+    column += word.size();
+  }
+  out.push_back('\n');
+  return out;
+}
+
+void PrintHelp(std::ostream& out) {
+  for (absl::string_view paragraph : absl::StrSplit(kUsage, '\n')) {
+    out << (paragraph.empty() ? "\n" : Wrap(paragraph, 0));
+  }
+  out << "\nFlags:\n";
+  for (const FlagDoc& doc : kFlagDocs) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(doc.name);
+    if (flag == nullptr) continue;
+    out << "  --" << Dashed(flag->Name()) << "=" << doc.value << "\n";
+    out << Wrap(flag->Help(), 6);
+    const std::string def = flag->DefaultValue();
+    out << "      default: " << (def.empty() ? "(none)" : def) << "\n";
+  }
+  out << "\nDurations are written like 500ms, 2s, 1m30s. Flag names may use\n"
+         "dashes or underscores.\n"
+         "  --help       this text\n"
+         "  --version    print the version and exit\n"
+         "  --helpfull   every flag, including the Abseil library's\n";
+}
+
+// "--metrics-listen=x" -> "--metrics_listen=x"; leaves values and
+// everything after a bare "--" alone.
+std::vector<char*> NormalizeFlagNames(int argc, char** argv,
+                                      std::vector<std::string>* storage) {
+  storage->reserve(argc);
+  std::vector<char*> out;
+  bool flags_done = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i > 0 && !flags_done && arg == "--") flags_done = true;
+    if (i > 0 && !flags_done && arg.size() > 1 && arg[0] == '-') {
+      const size_t start = arg[1] == '-' ? 2 : 1;
+      const size_t end = std::min(arg.find('='), arg.size());
+      for (size_t k = start; k < end; ++k) {
+        if (arg[k] == '-') arg[k] = '_';
+      }
+    }
+    storage->push_back(std::move(arg));
+  }
+  for (std::string& s : *storage) out.push_back(s.data());
+  return out;
+}
+
+bool WantsHelp(const std::vector<char*>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    const absl::string_view a = args[i];
+    if (a == "--") break;
+    if (a == "--help" || a == "-help" || a == "-h" || a == "--h" ||
+        a == "--helpshort" || a == "-helpshort") {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool IsOurFlagFile(absl::string_view filename) {
+  return absl::EndsWith(filename, "server/main.cc");
+}
+
+int ConfigError(absl::string_view message) {
+  breakerd::LogEvent(breakerd::LogLevel::kError, "startup_failed",
+                     {{"error", message}});
+  return breakerd::kExitConfigError;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything can start a thread: every thread inherits the mask and
+  // only the runner's signal thread takes these signals (sigwait).
+  breakerd::BlockShutdownSignals();
+
+  absl::SetProgramUsageMessage(kUsage);
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = &IsOurFlagFile;
+  usage_config.contains_helpshort_flags = &IsOurFlagFile;
+  usage_config.contains_helppackage_flags = &IsOurFlagFile;
+  usage_config.version_string = [] {
+    return std::string("breakerd " BREAKERD_VERSION "\n");
+  };
+  absl::SetFlagsUsageConfig(usage_config);
+
+  std::vector<std::string> storage;
+  std::vector<char*> args = NormalizeFlagNames(argc, argv, &storage);
+  if (WantsHelp(args)) {
+    PrintHelp(std::cout);
+    return 0;
+  }
+  std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (positional.size() > 1) {
+    std::vector<std::string> extra(positional.begin() + 1, positional.end());
+    return ConfigError(
+        absl::StrCat("unexpected argument(s): ", absl::StrJoin(extra, " "),
+                     " (breakerd takes flags only; see --help)"));
+  }
+
+  breakerd::ServerOptions options;
+  options.config_path = absl::GetFlag(FLAGS_config);
+  options.listen.clear();
+  for (const std::string& raw : absl::GetFlag(FLAGS_listen)) {
+    const absl::string_view address = absl::StripAsciiWhitespace(raw);
+    if (!address.empty()) options.listen.emplace_back(address);
+  }
+  if (options.listen.empty()) {
+    return ConfigError("listen: at least one address is required");
+  }
+  options.metrics_listen = std::string(
+      absl::StripAsciiWhitespace(absl::GetFlag(FLAGS_metrics_listen)));
+  options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
+  options.config_poll_interval = absl::GetFlag(FLAGS_config_poll_interval);
+  options.evict_interval = absl::GetFlag(FLAGS_evict_interval);
+  options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  options.version = BREAKERD_VERSION;
+
+  const std::pair<const char*, absl::Duration> durations[] = {
+      {"config-poll-interval", options.config_poll_interval},
+      {"evict-interval", options.evict_interval},
+      {"shutdown-grace", options.shutdown_grace},
+  };
+  for (const auto& [name, value] : durations) {
+    if (value < absl::ZeroDuration() || value == absl::InfiniteDuration()) {
+      return ConfigError(absl::StrCat(name,
+                                      ": must be a finite duration >= 0 (got ",
+                                      absl::FormatDuration(value), ")"));
+    }
+  }
+
+  breakerd::ServerRunner runner(std::move(options));
+  return runner.Run();
+}

@@ -1,0 +1,694 @@
+#include "server/server_runner.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <iterator>
+#include <utility>
+
+#include "CivetServer.h"
+#include "absl/base/const_init.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "civetweb.h"
+#include "grpc/support/log.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/exposer.h"
+#include "server/config/config.h"
+#include "server/engine/clock.h"
+#include "server/engine/registry.h"
+#include "server/log/json_log.h"
+#include "server/metrics/collector.h"
+#include "server/service/admin_service.h"
+#include "server/service/breaker_service.h"
+#include "server/service/watch_hub.h"
+
+namespace breakerd {
+namespace {
+
+constexpr size_t kMaxTokenBytes = 4096;
+
+// What /readyz answers. Process-wide because civetweb's callbacks are plain
+// function pointers without a user argument of ours; one runner per process.
+enum class Phase : int { kStarting, kServing, kShuttingDown };
+std::atomic<Phase> g_phase{Phase::kStarting};
+
+// What gRPC and civetweb logged during startup, so a failed bind can be
+// explained ("address in use") in the startup_failed line.
+absl::Mutex g_diag_mu(absl::kConstInit);
+std::string* g_diagnostics ABSL_GUARDED_BY(g_diag_mu) = nullptr;
+
+void RememberDiagnostic(absl::string_view message) {
+  absl::MutexLock lock(&g_diag_mu);
+  if (g_diagnostics == nullptr) g_diagnostics = new std::string();
+  if (g_diagnostics->size() > 16384) return;
+  if (!g_diagnostics->empty()) g_diagnostics->append("; ");
+  g_diagnostics->append(message.data(), message.size());
+}
+
+std::string TakeDiagnostics() {
+  absl::MutexLock lock(&g_diag_mu);
+  if (g_diagnostics == nullptr) return "";
+  return std::exchange(*g_diagnostics, std::string());
+}
+
+// A short cause for a failed listen, from what the libraries logged.
+absl::string_view ListenFailureCause(absl::string_view diagnostics) {
+  if (absl::StrContains(diagnostics, "Address already in use")) {
+    return "address in use";
+  }
+  if (absl::StrContains(diagnostics, "Permission denied")) {
+    return "permission denied";
+  }
+  if (absl::StrContains(diagnostics, "Cannot assign requested address")) {
+    return "not a local address";
+  }
+  return "cannot listen";
+}
+
+sigset_t ShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+std::string ErrnoText(int err) {
+  char buf[256];
+  // GNU strerror_r returns the message (possibly not in buf).
+  return std::string(strerror_r(err, buf, sizeof(buf)));
+}
+
+void StartupFailed(absl::string_view error) {
+  LogEvent(LogLevel::kError, "startup_failed", {{"error", error}});
+}
+
+// Routes gRPC's own log lines (errors only, unless GRPC_VERBOSITY says
+// otherwise) into the JSON log so stderr stays one JSON object per line.
+void GrpcLogToJson(gpr_log_func_args* args) {
+  if (args->message != nullptr) RememberDiagnostic(args->message);
+  LogLevel level = LogLevel::kInfo;
+  if (args->severity == GPR_LOG_SEVERITY_ERROR) level = LogLevel::kError;
+  if (args->severity == GPR_LOG_SEVERITY_DEBUG) level = LogLevel::kDebug;
+  LogEvent(level, "grpc_log",
+           {{"message", args->message != nullptr ? args->message : ""},
+            {"file", args->file != nullptr ? args->file : ""},
+            {"line", args->line}});
+}
+
+// civetweb's log hook: JSON log, and remembered for startup errors.
+int CivetLogToJson(const struct mg_connection*, const char* message) {
+  const absl::string_view text =
+      absl::StripAsciiWhitespace(message != nullptr ? message : "");
+  RememberDiagnostic(text);
+  LogEvent(LogLevel::kWarn, "http_log", {{"message", text}});
+  return 1;  // handled: civetweb prints nothing itself
+}
+
+// civetweb's begin_request hook: answers the Kubernetes probes itself and
+// lets every other path (/metrics) fall through to the Exposer.
+int AnswerProbe(struct mg_connection* conn) {
+  const struct mg_request_info* info = mg_get_request_info(conn);
+  if (info == nullptr || info->local_uri == nullptr) return 0;
+  const absl::string_view path = info->local_uri;
+  int status = 200;
+  absl::string_view reason = "OK";
+  absl::string_view body;
+  if (path == "/healthz") {
+    body = "ok\n";  // the process is alive, even while draining
+  } else if (path == "/readyz") {
+    switch (g_phase.load(std::memory_order_acquire)) {
+      case Phase::kServing:
+        body = "ready\n";
+        break;
+      case Phase::kStarting:
+        status = 503;
+        reason = "Service Unavailable";
+        body = "starting\n";
+        break;
+      case Phase::kShuttingDown:
+        status = 503;
+        reason = "Service Unavailable";
+        body = "shutting down\n";
+        break;
+    }
+  } else {
+    return 0;
+  }
+  const bool head = info->request_method != nullptr &&
+                    strcmp(info->request_method, "HEAD") == 0;
+  const std::string response = absl::StrCat(
+      "HTTP/1.1 ", status, " ", reason,
+      "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ",
+      body.size(), "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+      head ? absl::string_view() : body);
+  mg_write(conn, response.data(), response.size());
+  return status;
+}
+
+// For a "unix:" listen address: fails clearly if the directory is missing,
+// refuses to touch a path that is not a socket or a socket someone is still
+// listening on, and removes a stale socket file left by a crashed process.
+absl::Status PrepareUnixSocket(absl::string_view address) {
+  absl::string_view path = address;
+  absl::ConsumePrefix(&path, "unix:");
+  if (absl::StartsWith(path, "//")) path.remove_prefix(2);  // unix:///abs
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen ", address, ": empty socket path"));
+  }
+  struct sockaddr_un sun;
+  if (path.size() >= sizeof(sun.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen ", address, ": socket path longer than ",
+                     sizeof(sun.sun_path) - 1, " bytes"));
+  }
+  const std::string file(path);
+  const size_t slash = file.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : file.substr(0, slash);
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "listen ", address, ": directory ", dir,
+        " does not exist or is not accessible (", ErrnoText(errno), ")"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("listen ", address, ": ", dir, " is not a directory"));
+  }
+  if (lstat(file.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("listen ", address, ": cannot stat ", file, " (",
+                     ErrnoText(errno), ")"));
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("listen ", address, ": ", file,
+                     " exists and is not a socket; not removing it"));
+  }
+  // A socket file: in use if something accepts connections on it.
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    memcpy(sun.sun_path, file.data(), file.size());
+    const int rc =
+        connect(fd, reinterpret_cast<struct sockaddr*>(&sun), sizeof(sun));
+    close(fd);
+    if (rc == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "listen ", address,
+          ": address in use (another process is listening on ", file, ")"));
+    }
+  }
+  if (unlink(file.c_str()) != 0 && errno != ENOENT) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("listen ", address, ": cannot remove stale socket ", file,
+                     " (", ErrnoText(errno), ")"));
+  }
+  LogEvent(LogLevel::kInfo, "stale_socket_removed", {{"path", file}});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "admin-token-file ", path, ": cannot open (", ErrnoText(errno), ")"));
+  }
+  std::string content;
+  content.assign(std::istreambuf_iterator<char>(in),
+                 std::istreambuf_iterator<char>());
+  if (in.bad()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("admin-token-file ", path, ": read error"));
+  }
+  const absl::string_view token = absl::StripAsciiWhitespace(content);
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "admin-token-file ", path,
+        ": the file is empty; put the token in it or drop the flag to "
+        "disable Admin"));
+  }
+  if (token.size() > kMaxTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("admin-token-file ", path,
+                                                   ": token longer than ",
+                                                   kMaxTokenBytes, " bytes"));
+  }
+  for (char c : token) {
+    if (c < 0x21 || c > 0x7E) {
+      // Never echo the token itself.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "admin-token-file ", path,
+          ": the token must be printable ASCII without spaces (it is sent "
+          "as `authorization: Bearer <token>`)"));
+    }
+  }
+  return std::string(token);
+}
+
+void LogReload(const ReloadEvent& e) {
+  if (e.ok) {
+    LogEvent(LogLevel::kInfo, "config_reloaded",
+             {{"source", e.source},
+              {"trigger", e.trigger},
+              {"policies", e.policies}});
+  } else {
+    LogEvent(LogLevel::kError, "config_rejected",
+             {{"source", e.source},
+              {"trigger", e.trigger},
+              {"error", e.error},
+              {"policies_in_force", e.policies}});
+  }
+}
+
+}  // namespace
+
+void BlockShutdownSignals() {
+  const sigset_t set = ShutdownSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view address,
+                                       absl::string_view flag) {
+  HostPort hp;
+  absl::string_view port_text;
+  if (absl::StartsWith(address, "[")) {
+    const size_t close = address.find("]:");
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " ", address, ": expected [ipv6]:port, e.g. [::1]:50051"));
+    }
+    hp.host = std::string(address.substr(0, close + 1));
+    port_text = address.substr(close + 2);
+  } else {
+    const size_t colon = address.rfind(':');
+    if (colon == absl::string_view::npos || colon == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " ", address,
+          ": expected host:port (e.g. 127.0.0.1:50051; port 0 picks a free "
+          "port)"));
+    }
+    hp.host = std::string(address.substr(0, colon));
+    if (hp.host.find(':') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " ", address,
+                       ": put an IPv6 host in brackets, e.g. [::1]:50051"));
+    }
+    port_text = address.substr(colon + 1);
+  }
+  if (port_text.empty() || !absl::SimpleAtoi(port_text, &hp.port) ||
+      hp.port < 0 || hp.port > 65535 ||
+      port_text.find_first_not_of("0123456789") != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", address, ": port must be a number from 0 to 65535"));
+  }
+  return hp;
+}
+
+ServerRunner::ServerRunner(ServerOptions options)
+    : options_(std::move(options)) {}
+
+ServerRunner::~ServerRunner() {
+  // Reverse order of dependency: nothing may outlive what it points to.
+  StopSignalThread();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_maintenance_ = true;
+  }
+  if (maintenance_thread_.joinable()) maintenance_thread_.join();
+  exposer_.reset();
+  collector_.reset();
+  if (server_ != nullptr) {
+    watch_hub_->Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now());
+    server_.reset();
+  }
+  admin_service_.reset();
+  breaker_service_.reset();
+  reloader_.reset();
+  // The registry calls its observers; it goes before them.
+  registry_.reset();
+  watch_hub_.reset();
+  transition_logger_.reset();
+}
+
+void ServerRunner::RequestShutdown() {
+  absl::MutexLock lock(&mu_);
+  shutdown_requested_ = true;
+}
+
+int ServerRunner::Run() {
+  g_phase.store(Phase::kStarting, std::memory_order_release);
+  gpr_set_log_function(&GrpcLogToJson);
+
+  if (int code = ParseAddresses(); code != kExitOk) return code;
+  if (int code = LoadAdminToken(); code != kExitOk) return code;
+  if (int code = LoadConfig(); code != kExitOk) return code;
+  if (int code = StartGrpc(); code != kExitOk) return code;
+  if (int code = StartMetrics(); code != kExitOk) return code;
+
+  signal_thread_ = std::thread(&ServerRunner::SignalLoop, this);
+  maintenance_thread_ = std::thread(&ServerRunner::MaintenanceLoop, this);
+  g_phase.store(Phase::kServing, std::memory_order_release);
+  LogServing();
+
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&shutdown_requested_));
+  }
+  Shutdown();
+  return kExitOk;
+}
+
+int ServerRunner::ParseAddresses() {
+  if (options_.listen.empty()) {
+    StartupFailed("listen: at least one address is required");
+    return kExitConfigError;
+  }
+  listeners_.clear();
+  listeners_.reserve(options_.listen.size());
+  for (const std::string& address : options_.listen) {
+    Listener l;
+    l.address = address;
+    if (absl::StartsWith(address, "unix:") ||
+        absl::StartsWith(address, "unix-abstract:")) {
+      l.unix_socket = true;
+    } else {
+      absl::StatusOr<HostPort> hp = ParseHostPort(address, "listen");
+      if (!hp.ok()) {
+        StartupFailed(hp.status().message());
+        return kExitConfigError;
+      }
+      l.host = hp->host;
+    }
+    listeners_.push_back(std::move(l));
+  }
+  absl::StatusOr<HostPort> metrics =
+      ParseHostPort(options_.metrics_listen, "metrics-listen");
+  if (!metrics.ok()) {
+    StartupFailed(metrics.status().message());
+    return kExitConfigError;
+  }
+  metrics_host_ = metrics->host;
+  metrics_port_ = metrics->port;
+  return kExitOk;
+}
+
+int ServerRunner::LoadConfig() {
+  std::shared_ptr<const PolicySet> policies;
+  std::optional<std::string> content;
+  if (options_.config_path.empty()) {
+    policies = EmbeddedDefaults();
+  } else {
+    absl::StatusOr<std::string> text = ReadConfigFile(options_.config_path);
+    absl::StatusOr<std::shared_ptr<const PolicySet>> parsed =
+        text.ok()
+            ? ParseConfig(*text, options_.config_path)
+            : absl::StatusOr<std::shared_ptr<const PolicySet>>(text.status());
+    if (!parsed.ok()) {
+      LogEvent(LogLevel::kError, "config_rejected",
+               {{"source", options_.config_path},
+                {"trigger", "startup"},
+                {"error", parsed.status().message()}});
+      return kExitConfigError;
+    }
+    policies = *std::move(parsed);
+    content = *std::move(text);
+  }
+  LogEvent(
+      LogLevel::kInfo, "config_loaded",
+      {{"source", policies->source},
+       {"policies", policies->policies.size()},
+       {"max_breakers", policies->limits.max_breakers},
+       {"idle_ttl_ms", absl::ToInt64Milliseconds(policies->limits.idle_ttl)}});
+
+  transition_logger_ = std::make_unique<TransitionLogger>();
+  registry_ = std::make_unique<Registry>(policies, MonotonicClock::Get());
+  watch_hub_ = std::make_unique<WatchHub>(registry_.get());
+  registry_->AddObserver(transition_logger_.get());
+  registry_->AddObserver(watch_hub_.get());
+  if (!options_.config_path.empty()) {
+    reloader_ = std::make_unique<ConfigReloader>(
+        options_.config_path, registry_.get(), &LogReload, std::move(content));
+  }
+  return kExitOk;
+}
+
+int ServerRunner::LoadAdminToken() {
+  if (options_.admin_token_file.empty()) {
+    LogEvent(
+        LogLevel::kInfo, "admin_disabled",
+        {{"reason", "no --admin-token-file: every Admin call is refused"}});
+    return kExitOk;
+  }
+  absl::StatusOr<std::string> token = ReadTokenFile(options_.admin_token_file);
+  if (!token.ok()) {
+    StartupFailed(token.status().message());
+    return kExitConfigError;
+  }
+  admin_token_ = *std::move(token);
+  LogEvent(LogLevel::kInfo, "admin_enabled",
+           {{"token_file", options_.admin_token_file}});
+  return kExitOk;
+}
+
+int ServerRunner::StartGrpc() {
+  for (const Listener& l : listeners_) {
+    if (!absl::StartsWith(l.address, "unix:")) continue;
+    if (absl::Status s = PrepareUnixSocket(l.address); !s.ok()) {
+      StartupFailed(s.message());
+      return absl::IsInvalidArgument(s) ? kExitConfigError : kExitRuntimeError;
+    }
+  }
+
+  breaker_service_ =
+      std::make_unique<BreakerServiceImpl>(registry_.get(), watch_hub_.get());
+  admin_service_ =
+      std::make_unique<AdminServiceImpl>(registry_.get(), admin_token_);
+
+  TakeDiagnostics();
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // A second breakerd on the same port must fail, not share the port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  for (Listener& l : listeners_) {
+    builder.AddListeningPort(l.address, grpc::InsecureServerCredentials(),
+                             &l.selected_port);
+  }
+  builder.RegisterService(breaker_service_.get());
+  builder.RegisterService(admin_service_.get());
+  server_ = builder.BuildAndStart();
+
+  std::vector<std::string> failed;
+  for (const Listener& l : listeners_) {
+    if (l.selected_port == 0) failed.push_back(l.address);
+  }
+  if (server_ == nullptr || !failed.empty()) {
+    StartupFailed(absl::StrCat("listen ",
+                               failed.empty()
+                                   ? absl::StrJoin(options_.listen, ",")
+                                   : absl::StrJoin(failed, ","),
+                               ": ", ListenFailureCause(TakeDiagnostics())));
+    return kExitRuntimeError;
+  }
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health != nullptr) {
+    health->SetServingStatus("breakerd.v1.Breaker", true);
+    health->SetServingStatus("breakerd.v1.Admin", true);
+    health->SetServingStatus(true);
+  }
+  return kExitOk;
+}
+
+int ServerRunner::StartMetrics() {
+  ProcessStats stats;
+  stats.version = options_.version;
+  ConfigReloader* reloader = reloader_.get();
+  if (reloader != nullptr) {
+    stats.reload_successes = [reloader] { return reloader->successes(); };
+    stats.reload_failures = [reloader] { return reloader->failures(); };
+  }
+  WatchHub* hub = watch_hub_.get();
+  stats.watch_streams = [hub] {
+    return static_cast<uint64_t>(hub->active_streams());
+  };
+  collector_ = std::make_shared<RegistryCollector>(registry_.get(), stats);
+
+  CivetCallbacks callbacks;  // zero-initialized by its constructor
+  callbacks.begin_request = &AnswerProbe;
+  callbacks.log_message = &CivetLogToJson;
+  TakeDiagnostics();
+  try {
+    exposer_ =
+        std::make_unique<prometheus::Exposer>(options_.metrics_listen,
+                                              /*num_threads=*/2, &callbacks);
+  } catch (const std::exception& e) {
+    const std::string detail = TakeDiagnostics();
+    LogEvent(LogLevel::kError, "startup_failed",
+             {{"error", absl::StrCat("metrics-listen ", options_.metrics_listen,
+                                     ": ", ListenFailureCause(detail))},
+              {"detail", detail.empty() ? e.what() : detail}});
+    return kExitRuntimeError;
+  }
+  exposer_->RegisterCollectable(collector_);
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  metrics_address_ = absl::StrCat(
+      metrics_host_, ":", ports.empty() ? metrics_port_ : ports.front());
+  return kExitOk;
+}
+
+void ServerRunner::LogServing() const {
+  std::vector<std::string> grpc_addresses;
+  for (const Listener& l : listeners_) {
+    grpc_addresses.push_back(
+        l.unix_socket ? l.address : absl::StrCat(l.host, ":", l.selected_port));
+  }
+  LogEvent(LogLevel::kInfo, "serving",
+           {{"grpc", absl::StrJoin(grpc_addresses, ",")},
+            {"metrics", metrics_address_},
+            {"version", options_.version},
+            {"config", registry_->policies()->source}});
+}
+
+void ServerRunner::Shutdown() {
+  g_phase.store(Phase::kShuttingDown, std::memory_order_release);
+  LogEvent(LogLevel::kInfo, "shutting_down",
+           {{"grace_ms", absl::ToInt64Milliseconds(options_.shutdown_grace)}});
+  if (grpc::HealthCheckServiceInterface* health =
+          server_->GetHealthCheckService();
+      health != nullptr) {
+    health->SetServingStatus(false);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stop_maintenance_ = true;
+  }
+  maintenance_thread_.join();
+
+  // Watch streams never end on their own; end them so Shutdown need not
+  // wait out the grace period for them.
+  watch_hub_->Shutdown();
+  const auto deadline =
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          absl::ToChronoNanoseconds(options_.shutdown_grace));
+  server_->Shutdown(deadline);
+  server_->Wait();
+
+  StopSignalThread();
+  exposer_.reset();  // /readyz said 503 until the calls drained
+  LogEvent(LogLevel::kInfo, "stopped");
+}
+
+void ServerRunner::SignalLoop() {
+  const sigset_t set = ShutdownSignals();
+  while (true) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    bool stopping;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_signals_) return;
+      stopping = shutdown_requested_;
+    }
+    const char* name = sig == SIGHUP    ? "SIGHUP"
+                       : sig == SIGTERM ? "SIGTERM"
+                                        : "SIGINT";
+    if (sig == SIGHUP) {
+      if (stopping) continue;
+      if (reloader_ == nullptr) {
+        LogEvent(LogLevel::kInfo, "reload_skipped",
+                 {{"signal", name},
+                  {"reason",
+                   "no --config given: the embedded defaults apply, nothing "
+                   "to reload"}});
+      } else {
+        reloader_->Reload("signal").IgnoreError();  // logged by LogReload
+      }
+      continue;
+    }
+    if (stopping) {
+      LogEvent(LogLevel::kWarn, "signal_ignored",
+               {{"signal", name}, {"reason", "already shutting down"}});
+      continue;
+    }
+    LogEvent(LogLevel::kInfo, "shutdown_requested", {{"signal", name}});
+    RequestShutdown();
+  }
+}
+
+void ServerRunner::StopSignalThread() {
+  if (!signal_thread_.joinable()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_signals_ = true;
+  }
+  // Wakes sigwait in that thread only; it sees stop_signals_ and returns.
+  pthread_kill(signal_thread_.native_handle(), SIGHUP);
+  signal_thread_.join();
+}
+
+void ServerRunner::MaintenanceLoop() {
+  const Clock* clock = MonotonicClock::Get();
+  const absl::Duration poll = reloader_ != nullptr
+                                  ? options_.config_poll_interval
+                                  : absl::ZeroDuration();
+  const absl::Duration evict = options_.evict_interval;
+  absl::Time next_poll = poll > absl::ZeroDuration() ? clock->Now() + poll
+                                                     : absl::InfiniteFuture();
+  absl::Time next_evict = evict > absl::ZeroDuration() ? clock->Now() + evict
+                                                       : absl::InfiniteFuture();
+  while (true) {
+    const absl::Time next = std::min(next_poll, next_evict);
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Condition stop(&stop_maintenance_);
+      if (next == absl::InfiniteFuture()) {
+        mu_.Await(stop);
+        return;
+      }
+      if (mu_.AwaitWithTimeout(stop, next - clock->Now())) return;
+    }
+    const absl::Time now = clock->Now();
+    if (now >= next_poll) {
+      reloader_->ReloadIfChanged().IgnoreError();  // logged by LogReload
+      next_poll = clock->Now() + poll;
+    }
+    if (now >= next_evict) {
+      const size_t evicted = registry_->EvictIdle();
+      if (evicted > 0) {
+        LogEvent(LogLevel::kInfo, "breakers_evicted",
+                 {{"evicted", evicted}, {"remaining", registry_->size()}});
+      }
+      next_evict = clock->Now() + evict;
+    }
+  }
+}
+
+}  // namespace breakerd

@@ -1,0 +1,166 @@
+// ServerRunner: the breakerd process's wiring. It loads the config, builds the
+// one Registry, starts the gRPC server (Breaker, Admin, grpc.health.v1.Health
+// and reflection on every --listen address) and the HTTP endpoint
+// (/metrics, /healthz, /readyz on --metrics-listen), runs the maintenance
+// loop (config polling, idle eviction) and shuts everything down gracefully
+// on SIGTERM or SIGINT. main.cc only parses flags into ServerOptions.
+//
+// Everything it reports goes to the JSON log (server/log/json_log.h). Once
+// every listener is up it logs exactly one line
+//   {"ts":...,"level":"info","event":"serving","grpc":"127.0.0.1:43125,unix:/tmp/b.sock",
+//    "metrics":"127.0.0.1:9464","version":"0.1.0","config":"/etc/breakerd/config.yaml"}
+// with the ports actually bound (port 0 in an address picks a free port), so
+// supervisors and tests can find them.
+//
+// Thread-safety: Run() is called once, from the main thread. RequestShutdown()
+// may be called from any thread.
+#ifndef BREAKERD_SERVER_SERVER_RUNNER_H_
+#define BREAKERD_SERVER_SERVER_RUNNER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+namespace prometheus {
+class Exposer;
+}  // namespace prometheus
+
+namespace breakerd {
+
+class AdminServiceImpl;
+class BreakerServiceImpl;
+class ConfigReloader;
+class Registry;
+class RegistryCollector;
+class TransitionLogger;
+class WatchHub;
+
+// Process exit codes.
+inline constexpr int kExitOk = 0;            // clean shutdown
+inline constexpr int kExitRuntimeError = 1;  // cannot bind or start a server
+inline constexpr int kExitConfigError = 2;   // bad flags, config or token file
+
+struct ServerOptions {
+  // YAML policy file. Empty: the embedded defaults apply and SIGHUP has
+  // nothing to reload.
+  std::string config_path;
+  // gRPC listen addresses: "host:port" (IPv6 as "[::1]:port") or
+  // "unix:/path/to.sock". Port 0 picks a free port. Must not be empty.
+  std::vector<std::string> listen = {"127.0.0.1:50051"};
+  // HTTP address for /metrics, /healthz and /readyz ("host:port"; port 0
+  // picks a free port).
+  std::string metrics_listen = "0.0.0.0:9464";
+  // File holding the Admin bearer token (surrounding whitespace trimmed; an
+  // empty token is an error). Empty path: the Admin service refuses every
+  // call.
+  std::string admin_token_file;
+  // How often the config file is checked for changes; zero disables polling
+  // (SIGHUP still reloads).
+  absl::Duration config_poll_interval = absl::Seconds(2);
+  // How often idle breakers are evicted; zero disables eviction.
+  absl::Duration evict_interval = absl::Seconds(30);
+  // How long in-flight calls may run after SIGTERM before they are cancelled.
+  absl::Duration shutdown_grace = absl::Seconds(10);
+  // Reported in the serving line and breakerd_build_info.
+  std::string version = "dev";
+};
+
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread. main() calls it
+// before anything starts a thread, so every thread inherits the mask and the
+// runner's signal thread receives them through sigwait.
+void BlockShutdownSignals();
+
+// A "host:port" address split in two; the host keeps IPv6 brackets.
+// INVALID_ARGUMENT (naming `flag`) for a missing host or a port outside
+// 0..65535.
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view address,
+                                       absl::string_view flag);
+
+class ServerRunner {
+ public:
+  explicit ServerRunner(ServerOptions options);
+  ~ServerRunner();
+
+  ServerRunner(const ServerRunner&) = delete;
+  ServerRunner& operator=(const ServerRunner&) = delete;
+
+  // Starts everything, serves until SIGTERM/SIGINT or RequestShutdown(), then
+  // shuts down gracefully. Returns the process exit code: kExitOk after a
+  // clean shutdown, kExitConfigError or kExitRuntimeError if startup failed
+  // (the reason is logged as event "startup_failed" or "config_rejected").
+  // REQUIRES: called once; BlockShutdownSignals() was called before any
+  // thread started.
+  int Run();
+
+  // Begins the graceful shutdown, as SIGTERM does. Idempotent.
+  void RequestShutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // One --listen entry.
+  struct Listener {
+    std::string address;  // as given
+    bool unix_socket = false;
+    std::string host;       // TCP only, brackets kept for IPv6
+    int selected_port = 0;  // filled by gRPC at BuildAndStart
+  };
+
+  // Startup steps; each returns kExitOk or the exit code to stop with.
+  int ParseAddresses();
+  int LoadConfig();
+  int LoadAdminToken();
+  int StartGrpc();
+  int StartMetrics();
+  void LogServing() const;
+
+  void Shutdown();
+  void SignalLoop();
+  void MaintenanceLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void StopSignalThread();
+
+  // Constant after construction.
+  const ServerOptions options_;
+
+  // Set during startup (main thread), then only read.
+  std::optional<std::string> admin_token_;
+  std::vector<Listener> listeners_;
+  std::string metrics_host_;     // from --metrics-listen
+  int metrics_port_ = 0;         // as given (0: any)
+  std::string metrics_address_;  // host with the bound port
+  std::unique_ptr<TransitionLogger> transition_logger_;
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<WatchHub> watch_hub_;
+  std::unique_ptr<ConfigReloader> reloader_;
+  std::unique_ptr<BreakerServiceImpl> breaker_service_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<RegistryCollector> collector_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::thread signal_thread_;
+  std::thread maintenance_thread_;
+
+  absl::Mutex mu_;
+  bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_maintenance_ ABSL_GUARDED_BY(mu_) = false;
+  // Tells the signal thread to return at its next wakeup.
+  bool stop_signals_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_SERVER_RUNNER_H_

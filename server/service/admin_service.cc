@@ -1,0 +1,105 @@
+#include "server/service/admin_service.h"
+
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/service/convert.h"
+
+namespace breakerd {
+namespace {
+
+constexpr absl::string_view kBearerPrefix = "Bearer ";
+
+// True if `given` equals `expected`. The running time depends only on
+// expected.size(), not on the contents or on where the two differ, so the
+// token cannot be guessed byte by byte from response times.
+bool ConstantTimeEquals(absl::string_view given, absl::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char g =
+        i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= g ^ static_cast<unsigned char>(expected[i]);
+  }
+  return diff == 0;
+}
+
+grpc::Status Unauthenticated(const char* message) {
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, message);
+}
+
+std::string ExpectedAuthorization(const std::optional<std::string>& token) {
+  if (!token.has_value() || token->empty()) return std::string();
+  std::string out(kBearerPrefix);
+  out += *token;
+  return out;
+}
+
+// Runs one admin operation: authorize, call `op`, fill the response.
+template <typename Op>
+grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
+                              const grpc::Status& auth,
+                              v1::AdminResponse* response, Op&& op) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
+  absl::StatusOr<BreakerSnapshot> snapshot = op();
+  if (snapshot.ok()) FillBreakerStatus(*snapshot, response->mutable_status());
+  reactor->Finish(ToGrpcStatus(snapshot.status()));
+  return reactor;
+}
+
+}  // namespace
+
+AdminServiceImpl::AdminServiceImpl(Registry* registry,
+                                   std::optional<std::string> token)
+    : registry_(registry),
+      expected_authorization_(ExpectedAuthorization(token)) {}
+
+grpc::Status AdminServiceImpl::Authorize(
+    const grpc::CallbackServerContext& context) const {
+  if (expected_authorization_.empty()) {
+    return Unauthenticated(
+        "admin: disabled; start breakerd with --admin-token-file");
+  }
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return Unauthenticated(
+        "admin: missing authorization metadata (send \"authorization: "
+        "Bearer <token>\")");
+  }
+  const absl::string_view given(it->second.data(), it->second.length());
+  if (!ConstantTimeEquals(given, expected_authorization_)) {
+    // Same answer for malformed and wrong, so the message reveals nothing.
+    return Unauthenticated(
+        "admin: invalid authorization (want \"Bearer <token>\" with the "
+        "configured admin token)");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::ForceOpen(
+    grpc::CallbackServerContext* context, const v1::ForceOpenRequest* request,
+    v1::AdminResponse* response) {
+  return Run(context, Authorize(*context), response,
+             [&] { return registry_->ForceOpen(request->dependency()); });
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::ForceClose(
+    grpc::CallbackServerContext* context, const v1::ForceCloseRequest* request,
+    v1::AdminResponse* response) {
+  return Run(context, Authorize(*context), response,
+             [&] { return registry_->ForceClose(request->dependency()); });
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::Reset(
+    grpc::CallbackServerContext* context, const v1::ResetRequest* request,
+    v1::AdminResponse* response) {
+  return Run(context, Authorize(*context), response,
+             [&] { return registry_->Reset(request->dependency()); });
+}
+
+}  // namespace breakerd

@@ -1,0 +1,113 @@
+#include "server/service/breaker_service.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/service/convert.h"
+
+namespace breakerd {
+namespace {
+
+// Reads a Report's facts from the wire; INVALID_ARGUMENT naming the field
+// for a bad duration. The outcome fields are checked by the engine.
+absl::StatusOr<ReportRequestFacts> ReportFacts(
+    const v1::ReportRequest& request) {
+  ReportRequestFacts facts;
+  facts.outcome.explicit_class = static_cast<int>(request.outcome());
+  facts.outcome.http_status = request.http_status();
+  if (request.has_grpc_code()) facts.outcome.grpc_code = request.grpc_code();
+  if (request.has_latency()) {
+    absl::StatusOr<absl::Duration> latency =
+        FromProtoDuration(request.latency(), "latency", kMaxReportDuration);
+    if (!latency.ok()) return latency.status();
+    facts.latency = *latency;
+  }
+  if (request.has_retry_after()) {
+    absl::StatusOr<absl::Duration> retry_after = FromProtoDuration(
+        request.retry_after(), "retry_after", kMaxReportDuration);
+    if (!retry_after.ok()) return retry_after.status();
+    facts.retry_after = *retry_after;
+  }
+  return facts;
+}
+
+}  // namespace
+
+BreakerServiceImpl::BreakerServiceImpl(Registry* registry, WatchHub* hub)
+    : registry_(registry), hub_(hub) {}
+
+grpc::ServerUnaryReactor* BreakerServiceImpl::Acquire(
+    grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
+    v1::AcquireResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<AcquireResult> result =
+      registry_->Acquire(request->dependency(), request->attempt());
+  if (result.ok()) FillAcquireResponse(*result, response);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* BreakerServiceImpl::Report(
+    grpc::CallbackServerContext* context, const v1::ReportRequest* request,
+    v1::ReportResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<ReportRequestFacts> facts = ReportFacts(*request);
+  if (!facts.ok()) {
+    reactor->Finish(ToGrpcStatus(facts.status()));
+    return reactor;
+  }
+  absl::StatusOr<ReportResult> result =
+      registry_->Report(request->dependency(), request->permit(), *facts);
+  if (result.ok()) {
+    response->set_state(ToProto(result->state));
+    response->set_effect(ToProto(result->effect));
+  }
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* BreakerServiceImpl::AcquireFirst(
+    grpc::CallbackServerContext* context,
+    const v1::AcquireFirstRequest* request,
+    v1::AcquireFirstResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const std::vector<std::string> names(request->dependencies().begin(),
+                                       request->dependencies().end());
+  absl::StatusOr<AcquireFirstResult> result =
+      registry_->AcquireFirst(names, request->attempt());
+  if (result.ok()) FillAcquireFirstResponse(*result, names, response);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* BreakerServiceImpl::GetState(
+    grpc::CallbackServerContext* context, const v1::GetStateRequest* request,
+    v1::BreakerStatus* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<BreakerSnapshot> snapshot =
+      registry_->Get(request->dependency());
+  if (snapshot.ok()) FillBreakerStatus(*snapshot, response);
+  reactor->Finish(ToGrpcStatus(snapshot.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* BreakerServiceImpl::ListStates(
+    grpc::CallbackServerContext* context, const v1::ListStatesRequest* request,
+    v1::ListStatesResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  response->mutable_breakers()->Reserve(static_cast<int>(registry_->size()));
+  registry_->ForEach([response](const BreakerSnapshot& snapshot) {
+    FillBreakerStatus(snapshot, response->add_breakers());
+  });
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::StateChange>* BreakerServiceImpl::Watch(
+    grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
+  return hub_->StartStream(*request);
+}
+
+}  // namespace breakerd

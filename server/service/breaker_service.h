@@ -1,0 +1,69 @@
+// The breakerd.v1.Breaker service: the per-call API. Each handler validates
+// the request, calls the Registry, fills the response and finishes inline;
+// rules and status messages come from the engine (see convert.h for the
+// translation). Watch streams are run by the WatchHub.
+//
+// Thread-safety: thread-safe; gRPC calls the handlers concurrently.
+#ifndef BREAKERD_SERVER_SERVICE_BREAKER_SERVICE_H_
+#define BREAKERD_SERVER_SERVICE_BREAKER_SERVICE_H_
+
+#include "breakerd/v1/breaker.grpc.pb.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/server_callback.h"
+#include "server/engine/registry.h"
+#include "server/service/watch_hub.h"
+
+namespace breakerd {
+
+class BreakerServiceImpl final : public v1::Breaker::CallbackService {
+ public:
+  // REQUIRES: `registry` and `hub` are non-null and outlive the service.
+  BreakerServiceImpl(Registry* registry, WatchHub* hub);
+
+  BreakerServiceImpl(const BreakerServiceImpl&) = delete;
+  BreakerServiceImpl& operator=(const BreakerServiceImpl&) = delete;
+
+  // OK with the decision (a rejection is OK with allowed = false);
+  // INVALID_ARGUMENT for a bad name; RESOURCE_EXHAUSTED at max_breakers.
+  grpc::ServerUnaryReactor* Acquire(grpc::CallbackServerContext* context,
+                                    const v1::AcquireRequest* request,
+                                    v1::AcquireResponse* response) override;
+
+  // OK with the effect; INVALID_ARGUMENT naming the field for a bad name,
+  // permit, outcome, or a latency / retry_after that is malformed, negative
+  // or longer than 24h. Nothing changes on error.
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* context,
+                                   const v1::ReportRequest* request,
+                                   v1::ReportResponse* response) override;
+
+  // As Acquire over a list; `dependency` is the name granted, empty if none.
+  grpc::ServerUnaryReactor* AcquireFirst(
+      grpc::CallbackServerContext* context,
+      const v1::AcquireFirstRequest* request,
+      v1::AcquireFirstResponse* response) override;
+
+  // NOT_FOUND when no breaker exists for the name; INVALID_ARGUMENT for a
+  // bad name.
+  grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context,
+                                     const v1::GetStateRequest* request,
+                                     v1::BreakerStatus* response) override;
+
+  // Always OK.
+  grpc::ServerUnaryReactor* ListStates(
+      grpc::CallbackServerContext* context,
+      const v1::ListStatesRequest* request,
+      v1::ListStatesResponse* response) override;
+
+  // See WatchHub::StartStream.
+  grpc::ServerWriteReactor<v1::StateChange>* Watch(
+      grpc::CallbackServerContext* context,
+      const v1::WatchRequest* request) override;
+
+ private:
+  Registry* const registry_;
+  WatchHub* const hub_;
+};
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_SERVICE_BREAKER_SERVICE_H_

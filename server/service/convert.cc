@@ -1,0 +1,160 @@
+#include "server/service/convert.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace breakerd {
+namespace {
+
+// The range of google.protobuf.Duration (about 10000 years).
+constexpr int64_t kMaxProtoSeconds = int64_t{315576000000};
+constexpr int32_t kMaxNanos = 999999999;
+
+constexpr absl::string_view kInitialReason = "initial";
+
+// Sets msg's retry_after only when positive: an unset Duration reads as zero
+// on the wire, and leaving it unset spares an allocation on the Acquire path.
+template <typename Message>
+void SetRetryAfter(absl::Duration d, Message* msg) {
+  if (d > absl::ZeroDuration()) ToProtoDuration(d, msg->mutable_retry_after());
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  const int code = static_cast<int>(status.code());
+  const grpc::StatusCode grpc_code =
+      code >= 0 && code <= static_cast<int>(grpc::StatusCode::UNAUTHENTICATED)
+          ? static_cast<grpc::StatusCode>(code)
+          : grpc::StatusCode::UNKNOWN;
+  return grpc::Status(grpc_code, std::string(status.message()));
+}
+
+v1::State ToProto(State state) { return static_cast<v1::State>(state); }
+
+v1::RejectReason ToProto(RejectReason reason) {
+  return static_cast<v1::RejectReason>(reason);
+}
+
+v1::Effect ToProto(Effect effect) { return static_cast<v1::Effect>(effect); }
+
+void ToProtoDuration(absl::Duration d, google::protobuf::Duration* out) {
+  if (d <= absl::ZeroDuration()) {
+    out->set_seconds(0);
+    out->set_nanos(0);
+    return;
+  }
+  if (d >= absl::Seconds(kMaxProtoSeconds)) {
+    out->set_seconds(kMaxProtoSeconds);
+    out->set_nanos(kMaxNanos);
+    return;
+  }
+  const int64_t seconds = absl::IDivDuration(d, absl::Seconds(1), &d);
+  out->set_seconds(seconds);
+  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d)));
+}
+
+absl::StatusOr<absl::Duration> FromProtoDuration(
+    const google::protobuf::Duration& d, absl::string_view field,
+    absl::Duration max) {
+  const int64_t seconds = d.seconds();
+  const int32_t nanos = d.nanos();
+  if (nanos < -kMaxNanos || nanos > kMaxNanos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": nanos must be in 0..999999999 (got ", nanos, ")"));
+  }
+  if ((seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": seconds and nanos must have the same sign (got ",
+                     seconds, "s and ", nanos, "ns)"));
+  }
+  if (seconds < 0 || nanos < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must not be negative"));
+  }
+  // Compare in seconds first so that huge values cannot overflow.
+  const absl::Duration value =
+      seconds > absl::ToInt64Seconds(max)
+          ? absl::InfiniteDuration()
+          : absl::Seconds(seconds) + absl::Nanoseconds(nanos);
+  if (value > max) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must be at most ",
+                                                   absl::FormatDuration(max),
+                                                   " (got ", seconds, "s)"));
+  }
+  return value;
+}
+
+void FillAcquireResponse(const AcquireResult& result,
+                         v1::AcquireResponse* out) {
+  out->set_allowed(result.allowed);
+  out->set_permit(result.permit);
+  out->set_probe(result.probe);
+  out->set_state(ToProto(result.state));
+  out->set_reason(ToProto(result.reason));
+  SetRetryAfter(result.retry_after, out);
+}
+
+void FillAcquireFirstResponse(const AcquireFirstResult& result,
+                              absl::Span<const std::string> dependencies,
+                              v1::AcquireFirstResponse* out) {
+  if (result.granted >= 0) out->set_dependency(dependencies[result.granted]);
+  const AcquireResult& r = result.result;
+  out->set_allowed(r.allowed);
+  out->set_permit(r.permit);
+  out->set_probe(r.probe);
+  out->set_state(ToProto(r.state));
+  out->set_reason(ToProto(r.reason));
+  SetRetryAfter(r.retry_after, out);
+}
+
+void FillBreakerStatus(const BreakerSnapshot& snapshot,
+                       v1::BreakerStatus* out) {
+  out->set_dependency(snapshot.dependency);
+  out->set_state(ToProto(snapshot.state));
+  out->set_generation(snapshot.generation);
+  SetRetryAfter(snapshot.retry_after, out);
+  out->set_window_calls(snapshot.window.calls);
+  out->set_window_failures(snapshot.window.failures);
+  out->set_window_slow_calls(snapshot.window.slow);
+  out->set_failure_rate(snapshot.failure_rate);
+  out->set_consecutive_failures(snapshot.consecutive_failures);
+  out->set_escalation_level(snapshot.escalation_level);
+  out->set_policy(snapshot.policy);
+  out->set_mode(snapshot.shadow ? "shadow" : "enforce");
+  out->set_probe_in_flight(snapshot.probe_in_flight);
+}
+
+void FillStateChange(const Transition& t, v1::StateChange* out) {
+  out->set_dependency(t.dependency);
+  out->set_state(ToProto(t.to));
+  out->set_previous(ToProto(t.from));
+  const absl::string_view reason = TransitionReasonName(t.reason);
+  out->set_reason(reason.data(), reason.size());
+  out->set_generation(t.generation);
+  if (t.to == State::kOpen) SetRetryAfter(t.retry_after, out);
+}
+
+void FillInitialStateChange(const BreakerSnapshot& snapshot,
+                            v1::StateChange* out) {
+  out->set_dependency(snapshot.dependency);
+  out->set_state(ToProto(snapshot.state));
+  out->set_previous(v1::STATE_UNSPECIFIED);
+  out->set_reason(kInitialReason.data(), kInitialReason.size());
+  out->set_generation(snapshot.generation);
+  if (snapshot.state == State::kOpen) SetRetryAfter(snapshot.retry_after, out);
+}
+
+void FillInitialStateChangeForAbsent(absl::string_view dependency,
+                                     v1::StateChange* out) {
+  out->set_dependency(dependency.data(), dependency.size());
+  out->set_state(v1::STATE_CLOSED);
+  out->set_previous(v1::STATE_UNSPECIFIED);
+  out->set_reason(kInitialReason.data(), kInitialReason.size());
+  out->set_generation(0);
+}
+
+}  // namespace breakerd

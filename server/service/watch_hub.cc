@@ -1,0 +1,377 @@
+#include "server/service/watch_hub.h"
+
+#include <atomic>
+#include <cassert>
+#include <deque>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/service/convert.h"
+
+namespace breakerd {
+
+// One Watch stream: the gRPC reactor plus its outgoing queue.
+//
+// Lifetime. The object is reference counted: gRPC holds one reference from
+// construction until OnDone, and the hub takes one (under its own mutex,
+// only while the stream is subscribed) for each call it makes into the
+// stream outside that mutex. OnDone unsubscribes first, so no new reference
+// can appear, then drops gRPC's; whoever drops the last reference deletes.
+//
+// Operations. gRPC allows one write in flight, and no StartWrite after
+// Finish. Every StartWrite and the one Finish are issued by a thread that
+// holds the `issuing_` token (taken under mu_, released after the call
+// returns), so they never overlap; no lock is held while calling into gRPC.
+// A thread that finds the token taken leaves its work in the queue (or in
+// finish_status_) and the token holder picks it up before letting go.
+//
+// Lock order: Stream::mu_ is never held while taking WatchHub::mu_ or the
+// reverse.
+class WatchHub::Stream final
+    : public grpc::ServerWriteReactor<v1::StateChange> {
+ public:
+  Stream(WatchHub* hub, size_t max_queue) : hub_(hub), max_queue_(max_queue) {}
+
+  // Validates the request, subscribes, queues the initial states and starts
+  // writing. REQUIRES: called once, from the Watch handler that created the
+  // stream.
+  void Start(const v1::WatchRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The names watched; empty means all. Constant once Start subscribed.
+  const std::vector<std::string>& names() const { return names_; }
+
+  // Queues one transition, or ends the stream if the client is too far
+  // behind. REQUIRES: the caller holds a reference.
+  void Push(const v1::StateChange& change) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Ends the stream with `status` (the first status asked for wins); queued
+  // messages are dropped, a write in flight completes first. REQUIRES: the
+  // caller holds a reference or runs inside a reaction of this stream.
+  void End(grpc::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  // Reactions.
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  // The next gRPC operation to issue, decided under mu_, issued without it.
+  struct Op {
+    enum class Kind { kNone, kWrite, kFinish };
+    Kind kind = Kind::kNone;
+    grpc::Status status;  // for kFinish
+  };
+
+  ~Stream() override = default;
+
+  absl::Status ParseNames(const v1::WatchRequest& request);
+  std::vector<v1::StateChange> InitialStates() const;
+
+  // Takes the issuing token and returns the operation it is for, or kNone
+  // (token not taken) if there is nothing to do or someone else holds it.
+  Op NextOpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Issues `op` and every operation that became due meanwhile, then lets
+  // the token go.
+  void Pump(Op op) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records the status to finish with; false if one was recorded already.
+  // The caller then unsubscribes (outside mu_), so the stream stops counting
+  // against max_streams as soon as it is ending.
+  bool RequestFinishLocked(grpc::Status status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction (names_: after Start subscribes).
+  WatchHub* const hub_;
+  const size_t max_queue_;
+  std::vector<std::string> names_;
+
+  std::atomic<int> refs_{1};  // gRPC's, dropped in OnDone
+
+  Mutex mu_;
+  // False until Start has queued the initial states: nothing is issued
+  // before, so that they go out ahead of any transition.
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<v1::StateChange> queue_ ABSL_GUARDED_BY(mu_);
+  // How many of the messages at the front of queue_ are initial states
+  // (exempt from max_queue).
+  size_t initial_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool issuing_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
+  bool finish_issued_ ABSL_GUARDED_BY(mu_) = false;
+  // The message of the write in flight. Not guarded: written only by the
+  // token holder while no write is in flight, then read by gRPC until
+  // OnWriteDone.
+  v1::StateChange writing_;
+};
+
+absl::Status WatchHub::Stream::ParseNames(const v1::WatchRequest& request) {
+  const int count = request.dependencies_size();
+  if (static_cast<size_t>(count) > kMaxWatchDependencies) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dependencies: at most ", kMaxWatchDependencies,
+                     " names in one Watch (got ", count,
+                     "); name none to watch every dependency"));
+  }
+  absl::flat_hash_set<absl::string_view> seen;
+  for (int i = 0; i < count; ++i) {
+    const std::string& name = request.dependencies(i);
+    if (absl::Status s =
+            ValidateDependency(name, absl::StrCat("dependencies[", i, "]"));
+        !s.ok()) {
+      return s;
+    }
+    if (seen.insert(name).second) names_.push_back(name);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<v1::StateChange> WatchHub::Stream::InitialStates() const {
+  std::vector<v1::StateChange> out;
+  Registry* registry = hub_->registry_;
+  if (names_.empty()) {
+    registry->ForEach([&out](const BreakerSnapshot& snapshot) {
+      FillInitialStateChange(snapshot, &out.emplace_back());
+    });
+    return out;
+  }
+  out.reserve(names_.size());
+  for (const std::string& name : names_) {
+    absl::StatusOr<BreakerSnapshot> snapshot = registry->Get(name);
+    if (snapshot.ok()) {
+      FillInitialStateChange(*snapshot, &out.emplace_back());
+    } else {
+      // NOT_FOUND (names are valid): the breaker is created on first use,
+      // closed.
+      FillInitialStateChangeForAbsent(name, &out.emplace_back());
+    }
+  }
+  return out;
+}
+
+void WatchHub::Stream::Start(const v1::WatchRequest& request) {
+  absl::Status status = ParseNames(request);
+  if (status.ok()) status = hub_->Subscribe(this);
+  // Read the states only after subscribing: a transition from now on is
+  // queued (behind the initial states), one before is in the snapshot.
+  std::vector<v1::StateChange> initial;
+  if (status.ok()) initial = InitialStates();
+  Op op;
+  {
+    MutexLock lock(&mu_);
+    if (!status.ok()) {
+      // Not subscribed: nothing to undo.
+      RequestFinishLocked(ToGrpcStatus(status));
+    } else if (!finish_status_.has_value()) {
+      queue_.insert(queue_.begin(), std::make_move_iterator(initial.begin()),
+                    std::make_move_iterator(initial.end()));
+      initial_pending_ = initial.size();
+    }
+    started_ = true;
+    op = NextOpLocked();
+  }
+  Pump(std::move(op));
+}
+
+void WatchHub::Stream::Push(const v1::StateChange& change) {
+  Op op;
+  bool ended = false;
+  {
+    MutexLock lock(&mu_);
+    if (finish_status_.has_value()) return;
+    queue_.push_back(change);
+    if (queue_.size() - initial_pending_ > max_queue_) {
+      ended = RequestFinishLocked(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("watch: client reads too slowly (queue limit ",
+                       max_queue_, ")")));
+    }
+    op = NextOpLocked();
+  }
+  if (ended) hub_->Unsubscribe(this);
+  Pump(std::move(op));
+}
+
+void WatchHub::Stream::End(grpc::Status status) {
+  Op op;
+  bool ended;
+  {
+    MutexLock lock(&mu_);
+    ended = RequestFinishLocked(std::move(status));
+    op = NextOpLocked();
+  }
+  if (ended) hub_->Unsubscribe(this);
+  Pump(std::move(op));
+}
+
+bool WatchHub::Stream::RequestFinishLocked(grpc::Status status) {
+  if (finish_status_.has_value()) return false;
+  finish_status_ = std::move(status);
+  queue_.clear();
+  initial_pending_ = 0;
+  return true;
+}
+
+WatchHub::Stream::Op WatchHub::Stream::NextOpLocked() {
+  Op op;
+  if (!started_ || issuing_ || finish_issued_) return op;
+  if (finish_status_.has_value()) {
+    // Finish may go while a write is in flight: gRPC sends the status after
+    // that message.
+    finish_issued_ = true;
+    issuing_ = true;
+    op.kind = Op::Kind::kFinish;
+    op.status = *finish_status_;
+    return op;
+  }
+  if (!write_in_flight_ && !queue_.empty()) {
+    writing_ = std::move(queue_.front());
+    queue_.pop_front();
+    if (initial_pending_ > 0) --initial_pending_;
+    write_in_flight_ = true;
+    issuing_ = true;
+    op.kind = Op::Kind::kWrite;
+  }
+  return op;
+}
+
+void WatchHub::Stream::Pump(Op op) {
+  while (op.kind != Op::Kind::kNone) {
+    if (op.kind == Op::Kind::kWrite) {
+      StartWrite(&writing_);
+    } else {
+      Finish(std::move(op.status));
+    }
+    MutexLock lock(&mu_);
+    issuing_ = false;
+    op = NextOpLocked();
+  }
+}
+
+void WatchHub::Stream::OnWriteDone(bool ok) {
+  Op op;
+  bool ended = false;
+  {
+    MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    // A failed write means the call is gone (cancelled or broken); every
+    // RPC must still be finished.
+    if (!ok) ended = RequestFinishLocked(grpc::Status::CANCELLED);
+    op = NextOpLocked();
+  }
+  if (ended) hub_->Unsubscribe(this);
+  Pump(std::move(op));
+}
+
+void WatchHub::Stream::OnCancel() { End(grpc::Status::CANCELLED); }
+
+void WatchHub::Stream::OnDone() {
+  // Normally done already when the end was asked for; this covers every
+  // path. After it the hub takes no new reference.
+  hub_->Unsubscribe(this);
+  Unref();
+}
+
+// --- WatchHub ----------------------------------------------------------------
+
+WatchHub::WatchHub(Registry* registry, size_t max_streams, size_t max_queue)
+    : registry_(registry), max_streams_(max_streams), max_queue_(max_queue) {}
+
+WatchHub::~WatchHub() {
+  WriterMutexLock lock(&mu_);
+  assert(streams_.empty() && "WatchHub destroyed with Watch streams open");
+}
+
+grpc::ServerWriteReactor<v1::StateChange>* WatchHub::StartStream(
+    const v1::WatchRequest& request) {
+  auto* stream = new Stream(this, max_queue_);
+  stream->Start(request);
+  return stream;
+}
+
+absl::Status WatchHub::Subscribe(Stream* stream) {
+  WriterMutexLock lock(&mu_);
+  if (shut_down_) {
+    return absl::UnavailableError("breakerd is shutting down");
+  }
+  if (streams_.size() >= max_streams_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("watch: at most ", max_streams_,
+                     " concurrent Watch streams (limit reached); retry later"));
+  }
+  streams_.insert(stream);
+  if (stream->names().empty()) {
+    watch_all_.insert(stream);
+  } else {
+    for (const std::string& name : stream->names()) {
+      by_name_[name].insert(stream);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void WatchHub::Unsubscribe(Stream* stream) {
+  WriterMutexLock lock(&mu_);
+  if (streams_.erase(stream) == 0) return;
+  if (stream->names().empty()) {
+    watch_all_.erase(stream);
+    return;
+  }
+  for (const std::string& name : stream->names()) {
+    auto it = by_name_.find(name);
+    if (it == by_name_.end()) continue;
+    it->second.erase(stream);
+    if (it->second.empty()) by_name_.erase(it);
+  }
+}
+
+void WatchHub::OnTransition(const Transition& t) {
+  std::vector<Stream*> targets;
+  {
+    ReaderMutexLock lock(&mu_);
+    if (streams_.empty()) return;
+    auto it = by_name_.find(t.dependency);
+    targets.reserve(watch_all_.size() +
+                    (it == by_name_.end() ? 0 : it->second.size()));
+    for (Stream* s : watch_all_) targets.push_back(s);
+    if (it != by_name_.end()) {
+      for (Stream* s : it->second) targets.push_back(s);
+    }
+    for (Stream* s : targets) s->Ref();
+  }
+  if (targets.empty()) return;
+  v1::StateChange change;
+  FillStateChange(t, &change);
+  for (Stream* s : targets) {
+    s->Push(change);
+    s->Unref();
+  }
+}
+
+void WatchHub::Shutdown() {
+  std::vector<Stream*> targets;
+  {
+    WriterMutexLock lock(&mu_);
+    shut_down_ = true;
+    targets.assign(streams_.begin(), streams_.end());
+    for (Stream* s : targets) s->Ref();
+  }
+  for (Stream* s : targets) {
+    s->End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "breakerd is shutting down"));
+    s->Unref();
+  }
+}
+
+size_t WatchHub::active_streams() const {
+  ReaderMutexLock lock(&mu_);
+  return streams_.size();
+}
+
+}  // namespace breakerd

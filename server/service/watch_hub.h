@@ -1,0 +1,103 @@
+// WatchHub fans breaker transitions out to Watch streams.
+//
+// It is a TransitionObserver: the Registry calls OnTransition on the request
+// path, and the hub queues a StateChange on every stream that watches that
+// dependency without ever waiting for a client. Each stream writes one
+// message at a time from its own queue; a stream whose client falls more
+// than `max_queue` messages behind is ended with RESOURCE_EXHAUSTED so that a
+// stuck client costs bounded memory.
+//
+// Wiring: the hub does not register itself; call
+// registry->AddObserver(&hub) before serving. Shutdown() before
+// grpc::Server::Shutdown(), and destroy the hub only after the server has
+// shut down (every stream's OnDone calls back into the hub).
+//
+// Thread-safety: every public method is thread-safe.
+#ifndef BREAKERD_SERVER_SERVICE_WATCH_HUB_H_
+#define BREAKERD_SERVER_SERVICE_WATCH_HUB_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "breakerd/v1/breaker.grpc.pb.h"
+#include "grpcpp/support/server_callback.h"
+#include "server/engine/mutex.h"
+#include "server/engine/registry.h"
+#include "server/engine/types.h"
+
+namespace breakerd {
+
+class WatchHub final : public TransitionObserver {
+ public:
+  // Most dependencies one Watch request may name.
+  static constexpr size_t kMaxWatchDependencies = 64;
+
+  // REQUIRES: `registry` is non-null and outlives the hub. `max_streams`:
+  // most concurrent Watch streams (default 1024); `max_queue`: most
+  // transitions queued for one stream behind the write in flight (default
+  // 1024; the initial states do not count).
+  explicit WatchHub(Registry* registry, size_t max_streams = 1024,
+                    size_t max_queue = 1024);
+  // REQUIRES: no stream is open (Shutdown(), then grpc::Server::Shutdown()
+  // has returned).
+  ~WatchHub() override;
+
+  WatchHub(const WatchHub&) = delete;
+  WatchHub& operator=(const WatchHub&) = delete;
+
+  // Queues `t` on every stream watching t.dependency (and on every stream
+  // watching all). Never blocks on a client; never calls the Registry.
+  void OnTransition(const Transition& t) override;
+
+  // Starts one Watch stream for `request` and returns its reactor, which
+  // gRPC owns (it deletes itself after OnDone). The stream is subscribed
+  // before the current states are read, so no transition is missed. A bad
+  // request (INVALID_ARGUMENT naming dependencies[i] or the name limit), too
+  // many streams (RESOURCE_EXHAUSTED) or a hub that is shut down
+  // (UNAVAILABLE) ends the stream at once with that status.
+  // REQUIRES: called from a Breaker::CallbackService Watch handler.
+  grpc::ServerWriteReactor<v1::StateChange>* StartStream(
+      const v1::WatchRequest& request);
+
+  // Ends every open stream with UNAVAILABLE "breakerd is shutting down" and
+  // refuses new ones, so that grpc::Server::Shutdown() does not wait on
+  // them. Idempotent.
+  void Shutdown();
+
+  // Streams receiving transitions: open and not ending. A stream stops
+  // counting (against max_streams too) as soon as its end is decided.
+  size_t active_streams() const;
+
+ private:
+  class Stream;
+
+  // Adds `stream` to the fan-out. Returns UNAVAILABLE after Shutdown and
+  // RESOURCE_EXHAUSTED at max_streams.
+  absl::Status Subscribe(Stream* stream);
+  // Removes `stream`; once this returns the hub takes no new reference to
+  // it. Idempotent; a stream never subscribed is ignored.
+  void Unsubscribe(Stream* stream);
+
+  // Constant after construction.
+  Registry* const registry_;
+  const size_t max_streams_;
+  const size_t max_queue_;
+
+  mutable SharedMutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Every subscribed stream.
+  absl::flat_hash_set<Stream*> streams_ ABSL_GUARDED_BY(mu_);
+  // The subscribed streams that named no dependency (they watch all).
+  absl::flat_hash_set<Stream*> watch_all_ ABSL_GUARDED_BY(mu_);
+  // dependency -> the subscribed streams that named it.
+  absl::flat_hash_map<std::string, absl::flat_hash_set<Stream*>> by_name_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_SERVICE_WATCH_HUB_H_
