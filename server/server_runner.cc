@@ -1,6 +1,7 @@
 #include "server/server_runner.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -503,6 +504,11 @@ int ServerRunner::StartGrpc() {
   }
   builder.RegisterService(breaker_service_.get());
   builder.RegisterService(admin_service_.get());
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(call_tracker_.MakeInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = builder.BuildAndStart();
 
   std::vector<std::string> failed;
@@ -594,16 +600,66 @@ void ServerRunner::Shutdown() {
   // Watch streams never end on their own; end them so Shutdown need not
   // wait out the grace period for them.
   watch_hub_->Shutdown();
-  const auto deadline =
-      std::chrono::system_clock::now() +
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          absl::ToChronoNanoseconds(options_.shutdown_grace));
-  server_->Shutdown(deadline);
+  // gRPC's Shutdown(deadline) waits until every client connection is gone,
+  // and an idle client hangs up only at the deadline. So wait for the calls
+  // in flight ourselves (unary calls take microseconds), bounded by the
+  // grace period, then give stragglers a short final window.
+  const absl::Time deadline = absl::Now() + options_.shutdown_grace;
+  while (call_tracker_.active() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  const absl::Time final_deadline =
+      std::min(deadline, absl::Now() + absl::Milliseconds(100));
+  server_->Shutdown(absl::ToChronoTime(final_deadline));
   server_->Wait();
 
   StopSignalThread();
-  exposer_.reset();  // /readyz said 503 until the calls drained
+  StopMetrics();  // /readyz said 503 until the calls drained
   LogEvent(LogLevel::kInfo, "stopped");
+}
+
+namespace {
+
+// Opens and closes a TCP connection to host:port, ignoring every error.
+void Poke(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) !=
+      0) {
+    return;
+  }
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const bool connected = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+    close(fd);
+    if (connected) break;
+  }
+  freeaddrinfo(res);
+}
+
+}  // namespace
+
+void ServerRunner::StopMetrics() {
+  if (exposer_ == nullptr) return;
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  std::string host(
+      absl::StripSuffix(absl::StripPrefix(metrics_host_, "["), "]"));
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    exposer_.reset();
+    stopped.store(true);
+  });
+  // civetweb sees its stop flag only when its accept loop wakes up, which
+  // without traffic is at a 2 s poll timeout; a connection wakes it now.
+  while (!stopped.load()) {
+    for (int port : ports) Poke(host, port);
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  stopper.join();
 }
 
 void ServerRunner::SignalLoop() {

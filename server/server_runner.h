@@ -29,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/service/call_tracker.h"
 
 namespace grpc {
 class Server;
@@ -129,12 +130,15 @@ class ServerRunner {
   void LogServing() const;
 
   void Shutdown();
+  // Stops the metrics HTTP server without waiting out civetweb's poll.
+  void StopMetrics();
   void SignalLoop();
   void MaintenanceLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void StopSignalThread();
 
   // Constant after construction.
   const ServerOptions options_;
+  CallTracker call_tracker_;
 
   // Set during startup (main thread), then only read.
   std::optional<std::string> admin_token_;

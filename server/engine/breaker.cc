@@ -415,27 +415,22 @@ absl::StatusOr<ReportResult> Breaker::Report(
 
 // --- admin -----------------------------------------------------------------
 
-Transition Breaker::ForceOpen() {
-  MutexLock lock(&mu_);
-  const Instant now = NowInstant();
-  const State from = DerivedState(now);
-  CreditStateTime(now, &state_seconds_);
-  state_entered_ = now.t;
-  override_ = Override::kForcedOpen;
-  probe_permit_ = 0;
-  return MoveTo(now, from, State::kForcedOpen, TransitionReason::kForcedOpen);
-}
+Transition Breaker::ForceOpen() { return Force(Override::kForcedOpen); }
 
-Transition Breaker::ForceClose() {
+Transition Breaker::ForceClose() { return Force(Override::kForcedClosed); }
+
+Transition Breaker::Force(Override to) {
   MutexLock lock(&mu_);
   const Instant now = NowInstant();
   const State from = DerivedState(now);
   CreditStateTime(now, &state_seconds_);
   state_entered_ = now.t;
-  override_ = Override::kForcedClosed;
+  override_ = to;
   probe_permit_ = 0;
-  return MoveTo(now, from, State::kForcedClosed,
-                TransitionReason::kForcedClosed);
+  return to == Override::kForcedOpen ? MoveTo(now, from, State::kForcedOpen,
+                                              TransitionReason::kForcedOpen)
+                                     : MoveTo(now, from, State::kForcedClosed,
+                                              TransitionReason::kForcedClosed);
 }
 
 Transition Breaker::Reset() {

@@ -101,6 +101,7 @@ class Breaker {
     return Instant{absl::FromUnixNanos(ns), ns};
   }
 
+  Transition Force(Override to) ABSL_LOCKS_EXCLUDED(mu_);
   State DerivedState(Instant now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t MakePermit(bool probe, uint32_t seq) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

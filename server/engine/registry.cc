@@ -238,39 +238,30 @@ std::vector<BreakerSnapshot> Registry::List() const {
   return out;
 }
 
-absl::StatusOr<BreakerSnapshot> Registry::ForceOpen(
-    absl::string_view dependency) {
+absl::StatusOr<BreakerSnapshot> Registry::Administer(
+    absl::string_view dependency, bool create, Transition (Breaker::*op)()) {
   if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
   std::optional<Transition> transition;
-  auto result = WithBreaker(dependency, /*create=*/true, [&](Breaker& b) {
-    transition = b.ForceOpen();
+  auto result = WithBreaker(dependency, create, [&](Breaker& b) {
+    transition = (b.*op)();
     return b.Snapshot();
   });
   if (transition.has_value()) Notify(*transition);
   return result;
+}
+
+absl::StatusOr<BreakerSnapshot> Registry::ForceOpen(
+    absl::string_view dependency) {
+  return Administer(dependency, /*create=*/true, &Breaker::ForceOpen);
 }
 
 absl::StatusOr<BreakerSnapshot> Registry::ForceClose(
     absl::string_view dependency) {
-  if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
-  std::optional<Transition> transition;
-  auto result = WithBreaker(dependency, /*create=*/true, [&](Breaker& b) {
-    transition = b.ForceClose();
-    return b.Snapshot();
-  });
-  if (transition.has_value()) Notify(*transition);
-  return result;
+  return Administer(dependency, /*create=*/true, &Breaker::ForceClose);
 }
 
 absl::StatusOr<BreakerSnapshot> Registry::Reset(absl::string_view dependency) {
-  if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
-  std::optional<Transition> transition;
-  auto result = WithBreaker(dependency, /*create=*/false, [&](Breaker& b) {
-    transition = b.Reset();
-    return b.Snapshot();
-  });
-  if (transition.has_value()) Notify(*transition);
-  return result;
+  return Administer(dependency, /*create=*/false, &Breaker::Reset);
 }
 
 void Registry::ApplyPolicies(std::shared_ptr<const PolicySet> policies) {

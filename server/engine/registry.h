@@ -145,6 +145,10 @@ class Registry {
   auto WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
       -> absl::StatusOr<decltype(fn(std::declval<Breaker&>()))>;
   void Notify(const Transition& t);
+  // Runs an admin override on the named breaker and notifies observers.
+  absl::StatusOr<BreakerSnapshot> Administer(absl::string_view dependency,
+                                             bool create,
+                                             Transition (Breaker::*op)());
   absl::StatusOr<AcquireResult> AcquireValidated(absl::string_view dependency,
                                                  uint32_t attempt);
 
