@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -257,6 +258,8 @@ struct DurationCase {
   const char* text;
   absl::Duration want;
 };
+// Keeps test names readable in ctest (no raw parameter bytes).
+void PrintTo(const DurationCase& c, std::ostream* os) { *os << c.text; }
 
 class DurationTest : public ::testing::TestWithParam<DurationCase> {};
 
@@ -318,6 +321,7 @@ struct InvalidCase {
   const char* path;  // full key path
   const char* rule;  // a distinctive part of the rule
 };
+void PrintTo(const InvalidCase& c, std::ostream* os) { *os << c.name; }
 
 class InvalidConfigTest : public ::testing::TestWithParam<InvalidCase> {};
 
