@@ -4,7 +4,6 @@
 #include <cmath>
 #include <utility>
 
-#include "absl/hash/hash.h"
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -93,8 +92,8 @@ Breaker::Breaker(std::string dependency, std::shared_ptr<const Policy> policy,
       uniform_(uniform),
       policy_(std::move(policy)) {
   const Instant now = NowInstant();
-  last_activity_ = now.t;
-  state_entered_ = now.t;
+  last_activity_ns_ = now.ns;
+  state_entered_ = now.t();
   CacheWidths();
 }
 
@@ -104,7 +103,7 @@ State Breaker::DerivedState(Instant now) const {
   if (override_ == Override::kForcedOpen) return State::kForcedOpen;
   if (override_ == Override::kForcedClosed) return State::kForcedClosed;
   if (!open_) return State::kClosed;
-  return now.t >= opened_at_ + cooldown_ ? State::kHalfOpen : State::kOpen;
+  return now.t() >= opened_at_ + cooldown_ ? State::kHalfOpen : State::kOpen;
 }
 
 uint64_t Breaker::MakePermit(bool probe, uint32_t seq) const {
@@ -154,18 +153,18 @@ absl::Duration Breaker::NextCooldown(absl::Duration hint) const {
 
 void Breaker::CreditStateTime(Instant now,
                               std::array<double, kStateCount>* seconds) const {
-  if (now.t <= state_entered_) return;
+  if (now.t() <= state_entered_) return;
   const State s = DerivedState(now);
   if (s == State::kOpen || s == State::kHalfOpen) {
     const absl::Time open_end = opened_at_ + cooldown_;
-    const absl::Time split = std::clamp(open_end, state_entered_, now.t);
+    const absl::Time split = std::clamp(open_end, state_entered_, now.t());
     (*seconds)[static_cast<int>(State::kOpen)] +=
         absl::ToDoubleSeconds(split - state_entered_);
     (*seconds)[static_cast<int>(State::kHalfOpen)] +=
-        absl::ToDoubleSeconds(now.t - split);
+        absl::ToDoubleSeconds(now.t() - split);
   } else {
     (*seconds)[static_cast<int>(s)] +=
-        absl::ToDoubleSeconds(now.t - state_entered_);
+        absl::ToDoubleSeconds(now.t() - state_entered_);
   }
 }
 
@@ -189,7 +188,7 @@ Transition Breaker::MoveTo(Instant now, State from, State to,
   t.to = to;
   t.reason = reason;
   t.generation = generation_;
-  if (to == State::kOpen) t.retry_after = opened_at_ + cooldown_ - now.t;
+  if (to == State::kOpen) t.retry_after = opened_at_ + cooldown_ - now.t();
   t.escalation_level = escalation_;
   t.consecutive_failures = consecutive_failures_;
   t.window = Window(now);
@@ -205,9 +204,9 @@ void Breaker::ClearHistory() {
 Transition Breaker::Open(Instant now, State from, TransitionReason reason,
                          absl::Duration retry_after_hint) {
   CreditStateTime(now, &state_seconds_);
-  state_entered_ = now.t;
+  state_entered_ = now.t();
   open_ = true;
-  opened_at_ = now.t;
+  opened_at_ = now.t();
   cooldown_ = NextCooldown(retry_after_hint);
   half_open_seen_ = false;
   probe_permit_ = 0;
@@ -217,7 +216,7 @@ Transition Breaker::Open(Instant now, State from, TransitionReason reason,
 
 Transition Breaker::Close(Instant now, State from, TransitionReason reason) {
   CreditStateTime(now, &state_seconds_);
-  state_entered_ = now.t;
+  state_entered_ = now.t();
   open_ = false;
   override_ = Override::kNone;
   half_open_seen_ = false;
@@ -266,9 +265,8 @@ std::optional<TransitionReason> Breaker::RecordClosed(Instant now,
 
 AcquireResult Breaker::Acquire(uint32_t attempt,
                                std::optional<Transition>* transition) {
-  MutexLock lock(&mu_);
   const Instant now = NowInstant();
-  last_activity_ = now.t;
+  last_activity_ns_ = now.ns;
   const Policy& p = *policy_;
   const bool retry = attempt > 0;
 
@@ -286,29 +284,29 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
       break;
     case State::kOpen:
       r.reason = RejectReason::kOpen;
-      r.retry_after = opened_at_ + cooldown_ - now.t;
+      r.retry_after = opened_at_ + cooldown_ - now.t();
       break;
     case State::kHalfOpen: {
       if (!half_open_seen_) {
         // The cooldown has run out: record the derived transition the first
         // time anyone observes it.
         CreditStateTime(now, &state_seconds_);
-        state_entered_ = now.t;
+        state_entered_ = now.t();
         half_open_seen_ = true;
         *transition = MoveTo(now, State::kOpen, State::kHalfOpen,
                              TransitionReason::kCooldownElapsed);
       }
-      const bool probe_out = probe_permit_ != 0 && now.t < probe_until_;
+      const bool probe_out = probe_permit_ != 0 && now.t() < probe_until_;
       if (probe_out) {
         r.reason = RejectReason::kProbeInFlight;
-        r.retry_after = probe_until_ - now.t;
+        r.retry_after = probe_until_ - now.t();
       } else if (retry) {
         // No retry while the breaker is not closed: the probe is a first try.
         r.reason = RejectReason::kOpen;
       } else {
         probe_seq_ = (probe_seq_ % 127) + 1;
         probe_permit_ = MakePermit(/*probe=*/true, probe_seq_);
-        probe_until_ = now.t + p.probe.lease;
+        probe_until_ = now.t() + p.probe.lease;
         r.allowed = true;
         r.probe = true;
         r.permit = probe_permit_;
@@ -359,9 +357,8 @@ absl::StatusOr<ReportResult> Breaker::Report(
   const uint64_t permit_generation = payload >> 8;
   const bool is_probe = (payload & 1) != 0;
 
-  MutexLock lock(&mu_);
   const Instant now = NowInstant();
-  last_activity_ = now.t;
+  last_activity_ns_ = now.ns;
   const Policy& p = *policy_;
 
   if (in.latency > absl::ZeroDuration()) {
@@ -420,11 +417,10 @@ Transition Breaker::ForceOpen() { return Force(Override::kForcedOpen); }
 Transition Breaker::ForceClose() { return Force(Override::kForcedClosed); }
 
 Transition Breaker::Force(Override to) {
-  MutexLock lock(&mu_);
   const Instant now = NowInstant();
   const State from = DerivedState(now);
   CreditStateTime(now, &state_seconds_);
-  state_entered_ = now.t;
+  state_entered_ = now.t();
   override_ = to;
   probe_permit_ = 0;
   return to == Override::kForcedOpen ? MoveTo(now, from, State::kForcedOpen,
@@ -434,13 +430,11 @@ Transition Breaker::Force(Override to) {
 }
 
 Transition Breaker::Reset() {
-  MutexLock lock(&mu_);
   const Instant now = NowInstant();
   return Close(now, DerivedState(now), TransitionReason::kReset);
 }
 
 void Breaker::SetPolicy(std::shared_ptr<const Policy> policy) {
-  MutexLock lock(&mu_);
   const Instant now = NowInstant();
   const int64_t old_window = window_width_, old_budget = budget_width_;
   policy_ = std::move(policy);
@@ -455,27 +449,23 @@ void Breaker::SetPolicy(std::shared_ptr<const Policy> policy) {
 
 // --- reads -----------------------------------------------------------------
 
-State Breaker::CurrentState() const {
-  MutexLock lock(&mu_);
-  return DerivedState(NowInstant());
-}
+State Breaker::CurrentState() const { return DerivedState(NowInstant()); }
 
 bool Breaker::IsIdle(absl::Duration idle_ttl) const {
-  MutexLock lock(&mu_);
   const Instant now = NowInstant();
   return override_ == Override::kNone && !open_ && consecutive_failures_ == 0 &&
-         escalation_ == 0 && now.t - last_activity_ >= idle_ttl &&
+         escalation_ == 0 &&
+         now.ns - last_activity_ns_ >= absl::ToInt64Nanoseconds(idle_ttl) &&
          Window(now).calls == 0;
 }
 
 BreakerSnapshot Breaker::Snapshot() const {
   BreakerSnapshot s;
   s.dependency = dependency_;
-  MutexLock lock(&mu_);
   const Instant now = NowInstant();
   s.state = DerivedState(now);
   s.generation = generation_;
-  if (s.state == State::kOpen) s.retry_after = opened_at_ + cooldown_ - now.t;
+  if (s.state == State::kOpen) s.retry_after = opened_at_ + cooldown_ - now.t();
   s.window = Window(now);
   s.failure_rate = s.window.calls == 0
                        ? 0
@@ -485,8 +475,8 @@ BreakerSnapshot Breaker::Snapshot() const {
   s.escalation_level = escalation_;
   s.policy = policy_->match;
   s.shadow = policy_->mode == Mode::kShadow;
-  s.probe_in_flight =
-      s.state == State::kHalfOpen && probe_permit_ != 0 && now.t < probe_until_;
+  s.probe_in_flight = s.state == State::kHalfOpen && probe_permit_ != 0 &&
+                      now.t() < probe_until_;
   s.failure_rate_threshold = policy_->failure_rate.threshold;
   s.acquires = acquires_;
   s.reports = reports_;

@@ -5,8 +5,10 @@
 // cooldown. Nothing moves a breaker but Acquire, Report and the admin calls;
 // there is no timer.
 //
-// Thread-safety: every method is thread-safe; each Breaker has its own mutex,
-// held only for the few hundred nanoseconds of one decision.
+// Thread-safety: NOT thread-safe. A Breaker is owned by the Registry, which
+// serializes every call on it under the lock of the shard that holds it (one
+// lock per operation instead of two keeps the hot path at two atomic
+// instructions). Standalone use (tests) must be single-threaded.
 #ifndef BREAKERD_SERVER_ENGINE_BREAKER_H_
 #define BREAKERD_SERVER_ENGINE_BREAKER_H_
 
@@ -21,7 +23,6 @@
 #include "absl/time/time.h"
 #include "server/engine/bucket_ring.h"
 #include "server/engine/clock.h"
-#include "server/engine/mutex.h"
 #include "server/engine/outcome.h"
 #include "server/engine/policy.h"
 #include "server/engine/types.h"
@@ -58,33 +59,32 @@ class Breaker {
   // Decides whether a call may go. attempt 0 is a first try, > 0 a retry
   // (spends the retry budget; never allowed unless closed). If the decision
   // moved the breaker (open -> half-open), *transition is set.
-  AcquireResult Acquire(uint32_t attempt, std::optional<Transition>* transition)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  AcquireResult Acquire(uint32_t attempt,
+                        std::optional<Transition>* transition);
 
   // Records the outcome of a call made under `permit`. Returns
   // INVALID_ARGUMENT, changing nothing, if this breaker never issued
   // `permit`. If the report moved the breaker, *transition is set.
   absl::StatusOr<ReportResult> Report(uint64_t permit, const ReportInput& in,
-                                      std::optional<Transition>* transition)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                                      std::optional<Transition>* transition);
 
   // Operator overrides. Each bumps the generation and returns the transition.
-  Transition ForceOpen() ABSL_LOCKS_EXCLUDED(mu_);
-  Transition ForceClose() ABSL_LOCKS_EXCLUDED(mu_);
+  Transition ForceOpen();
+  Transition ForceClose();
   // Back to plain closed: override, window, counts and escalation cleared.
-  Transition Reset() ABSL_LOCKS_EXCLUDED(mu_);
+  Transition Reset();
 
   // Applies a new policy in place: state, counters, escalation, generation
   // and the running cooldown survive. REQUIRES: policy non-null.
-  void SetPolicy(std::shared_ptr<const Policy> policy) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetPolicy(std::shared_ptr<const Policy> policy);
 
-  BreakerSnapshot Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
-  State CurrentState() const ABSL_LOCKS_EXCLUDED(mu_);
+  BreakerSnapshot Snapshot() const;
+  State CurrentState() const;
 
   // True if the breaker holds nothing worth keeping: closed without
   // override, no counted outcome in the window, no failure streak, no
   // escalation, and no Acquire or Report for at least `idle_ttl`.
-  bool IsIdle(absl::Duration idle_ttl) const ABSL_LOCKS_EXCLUDED(mu_);
+  bool IsIdle(absl::Duration idle_ttl) const;
 
  private:
   enum class Override : uint8_t { kNone, kForcedOpen, kForcedClosed };
@@ -92,51 +92,42 @@ class Breaker {
   enum BudgetCounter { kFirsts = 0, kRetries = 1 };
 
   // The clock read once per operation, in both forms.
+  // The clock read once per operation. The absl::Time form is computed
+  // only where a rule needs it (the closed-state hot path never does).
   struct Instant {
-    absl::Time t;
-    int64_t ns;  // for the bucket rings
+    int64_t ns;
+    absl::Time t() const { return absl::FromUnixNanos(ns); }
   };
-  Instant NowInstant() const {
-    const int64_t ns = clock_->NowNanos();
-    return Instant{absl::FromUnixNanos(ns), ns};
-  }
+  Instant NowInstant() const { return Instant{clock_->NowNanos()}; }
 
-  Transition Force(Override to) ABSL_LOCKS_EXCLUDED(mu_);
-  State DerivedState(Instant now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  uint64_t MakePermit(bool probe, uint32_t seq) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Transition Force(Override to);
+  State DerivedState(Instant now) const;
+  uint64_t MakePermit(bool probe, uint32_t seq) const;
   bool PermitIsOurs(uint64_t permit) const;
   // Recomputes the bucket widths from policy_.
-  void CacheWidths() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  WindowCounts Window(Instant now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool RetryAllowed(Instant now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Duration NextCooldown(absl::Duration hint) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CacheWidths();
+  WindowCounts Window(Instant now) const;
+  bool RetryAllowed(Instant now) const;
+  absl::Duration NextCooldown(absl::Duration hint) const;
 
   // Counts a closed-state outcome; returns the trip reason if a rule fires.
   std::optional<TransitionReason> RecordClosed(Instant now, Verdict verdict,
-                                               bool slow, bool may_trip)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                               bool slow, bool may_trip);
 
   // State changes. Each credits the time spent in the old state, bumps the
   // generation, counts the transition and fills the event.
-  Transition MoveTo(Instant now, State from, State to, TransitionReason reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Transition MoveTo(Instant now, State from, State to, TransitionReason reason);
   Transition Open(Instant now, State from, TransitionReason reason,
-                  absl::Duration retry_after_hint)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Transition Close(Instant now, State from, TransitionReason reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ClearHistory() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                  absl::Duration retry_after_hint);
+  Transition Close(Instant now, State from, TransitionReason reason);
+  void ClearHistory();
 
   // Adds the time from state_entered_ to `now` to `seconds`, split between
   // open and half-open at the end of the cooldown.
   void CreditStateTime(Instant now,
-                       std::array<double, kStateCount>* seconds) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                       std::array<double, kStateCount>* seconds) const;
 
-  void CountTransition(State from, State to, TransitionReason reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountTransition(State from, State to, TransitionReason reason);
 
   // Constant after construction.
   const std::string dependency_;
@@ -145,46 +136,43 @@ class Breaker {
   const Clock* const clock_;
   const UniformSource uniform_;
 
-  mutable Mutex mu_;
-  std::shared_ptr<const Policy> policy_ ABSL_GUARDED_BY(mu_);
+  // Everything below is serialized by the owner (see the class comment).
+  std::shared_ptr<const Policy> policy_;
 
   // The state machine.
-  bool open_ ABSL_GUARDED_BY(mu_) = false;
-  Override override_ ABSL_GUARDED_BY(mu_) = Override::kNone;
-  absl::Time opened_at_ ABSL_GUARDED_BY(mu_);
-  absl::Duration cooldown_ ABSL_GUARDED_BY(mu_);
+  bool open_ = false;
+  Override override_ = Override::kNone;
+  absl::Time opened_at_;
+  absl::Duration cooldown_;
   // Set once the open -> half-open transition has been recorded for the
   // current open period (half-open itself is derived, not stored).
-  bool half_open_seen_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t escalation_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t probe_successes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t probe_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  bool half_open_seen_ = false;
+  uint64_t generation_ = 0;
+  uint32_t escalation_ = 0;
+  uint32_t consecutive_failures_ = 0;
+  uint32_t probe_successes_ = 0;
+  uint32_t probe_seq_ = 0;
   // The permit of the probe out, 0 if none; its lease ends at probe_until_.
-  uint64_t probe_permit_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time probe_until_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_activity_ ABSL_GUARDED_BY(mu_);
+  uint64_t probe_permit_ = 0;
+  absl::Time probe_until_;
+  int64_t last_activity_ns_ = 0;
 
   // Bucket widths in nanoseconds, derived from policy_.
-  int64_t window_width_ ABSL_GUARDED_BY(mu_) = 1;
-  int64_t budget_width_ ABSL_GUARDED_BY(mu_) = 1;
-  BucketRing<3> window_ ABSL_GUARDED_BY(mu_);
-  BucketRing<2> budget_ ABSL_GUARDED_BY(mu_);
+  int64_t window_width_ = 1;
+  int64_t budget_width_ = 1;
+  BucketRing<3> window_;
+  BucketRing<2> budget_;
 
   // Metrics, read at scrape time through Snapshot().
-  absl::Time state_entered_ ABSL_GUARDED_BY(mu_);
-  std::array<double, kStateCount> state_seconds_ ABSL_GUARDED_BY(mu_){};
-  std::array<uint64_t, kDecisionCount> acquires_ ABSL_GUARDED_BY(mu_){};
-  std::array<std::array<uint64_t, kEffectCount>, kOutcomeClassCount> reports_
-      ABSL_GUARDED_BY(mu_){};
-  uint64_t retries_granted_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t retries_rejected_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<BreakerSnapshot::TransitionCount> transitions_
-      ABSL_GUARDED_BY(mu_);
-  std::array<uint64_t, kLatencyBuckets + 1> latency_buckets_
-      ABSL_GUARDED_BY(mu_){};
-  double latency_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time state_entered_;
+  std::array<double, kStateCount> state_seconds_{};
+  std::array<uint64_t, kDecisionCount> acquires_{};
+  std::array<std::array<uint64_t, kEffectCount>, kOutcomeClassCount> reports_{};
+  uint64_t retries_granted_ = 0;
+  uint64_t retries_rejected_ = 0;
+  std::vector<BreakerSnapshot::TransitionCount> transitions_;
+  std::array<uint64_t, kLatencyBuckets + 1> latency_buckets_{};
+  double latency_sum_ = 0;
 };
 
 }  // namespace breakerd

