@@ -39,6 +39,7 @@
 #include "server/engine/registry.h"
 #include "server/log/json_log.h"
 #include "server/metrics/collector.h"
+#include "server/metrics/text_format.h"
 #include "server/service/admin_service.h"
 #include "server/service/breaker_service.h"
 #include "server/service/watch_hub.h"
@@ -47,6 +48,9 @@ namespace breakerd {
 namespace {
 
 constexpr size_t kMaxTokenBytes = 4096;
+
+// Where the Exposer serves prometheus-cpp's own rendering of the metrics.
+constexpr char kPrometheusCppPath[] = "/metrics-prometheus-cpp";
 
 // What /readyz answers. Process-wide because civetweb's callbacks are plain
 // function pointers without a user argument of ours; one runner per process.
@@ -127,18 +131,38 @@ int CivetLogToJson(const struct mg_connection*, const char* message) {
   return 1;  // handled: civetweb prints nothing itself
 }
 
-// civetweb's begin_request hook: answers the Kubernetes probes itself and
-// lets every other path (/metrics) fall through to the Exposer.
-int AnswerProbe(struct mg_connection* conn) {
-  const struct mg_request_info* info = mg_get_request_info(conn);
-  if (info == nullptr || info->local_uri == nullptr) return 0;
-  const absl::string_view path = info->local_uri;
+// The status line and headers of a response. Every response closes the
+// connection (civetweb's keep-alive is off).
+std::string ResponseHead(int status, absl::string_view reason,
+                         absl::string_view content_type, size_t content_length,
+                         absl::string_view extra_headers = "") {
+  return absl::StrCat(
+      "HTTP/1.1 ", status, " ", reason, "\r\nContent-Type: ", content_type,
+      "\r\nContent-Length: ", content_length, "\r\n", extra_headers,
+      "Cache-Control: no-store\r\nConnection: close\r\n\r\n");
+}
+
+// Sends a short plain-text response (no body for HEAD) and returns `status`
+// for civetweb's access log.
+int Respond(struct mg_connection* conn, bool head, int status,
+            absl::string_view reason, absl::string_view body,
+            absl::string_view extra_headers = "") {
+  const std::string response =
+      absl::StrCat(ResponseHead(status, reason, "text/plain; charset=utf-8",
+                                body.size(), extra_headers),
+                   head ? absl::string_view() : body);
+  mg_write(conn, response.data(), response.size());
+  return status;
+}
+
+// The Kubernetes probes.
+int AnswerProbe(struct mg_connection* conn, absl::string_view path, bool head) {
   int status = 200;
   absl::string_view reason = "OK";
   absl::string_view body;
   if (path == "/healthz") {
     body = "ok\n";  // the process is alive, even while draining
-  } else if (path == "/readyz") {
+  } else {
     switch (g_phase.load(std::memory_order_acquire)) {
       case Phase::kServing:
         body = "ready\n";
@@ -154,18 +178,64 @@ int AnswerProbe(struct mg_connection* conn) {
         body = "shutting down\n";
         break;
     }
-  } else {
-    return 0;
   }
-  const bool head = info->request_method != nullptr &&
-                    strcmp(info->request_method, "HEAD") == 0;
-  const std::string response = absl::StrCat(
-      "HTTP/1.1 ", status, " ", reason,
-      "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ",
-      body.size(), "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-      head ? absl::string_view() : body);
-  mg_write(conn, response.data(), response.size());
-  return status;
+  return Respond(conn, head, status, reason, body);
+}
+
+// What /metrics serves; set while the metrics server runs. Process-wide for
+// the same reason as g_phase.
+std::atomic<const RegistryCollector*> g_metrics{nullptr};
+
+// Room left in front of the /metrics body for the status line and headers
+// (about 160 bytes), so that the whole response goes out in one mg_write
+// although its Content-Length is known only once the body is written.
+constexpr size_t kMetricsHeadRoom = 256;
+
+// /metrics: the text format written straight from the Registry
+// (RegistryCollector::AppendText), not prometheus-cpp's serializer, which
+// costs ten times as much for the same samples.
+int AnswerMetrics(struct mg_connection* conn, absl::string_view method) {
+  const bool head = method == "HEAD";
+  if (method != "GET" && !head) {
+    return Respond(conn, false, 405, "Method Not Allowed", "use GET or HEAD\n",
+                   "Allow: GET, HEAD\r\n");
+  }
+  const RegistryCollector* collector =
+      g_metrics.load(std::memory_order_acquire);
+  if (collector == nullptr) {
+    return Respond(conn, head, 503, "Service Unavailable", "starting\n");
+  }
+  std::string response(kMetricsHeadRoom, ' ');
+  collector->AppendText(&response);
+  const size_t body_size = response.size() - kMetricsHeadRoom;
+  const std::string head_text =
+      ResponseHead(200, "OK", kTextFormatContentType, body_size);
+  if (head || head_text.size() > kMetricsHeadRoom) {
+    mg_write(conn, head_text.data(), head_text.size());
+    if (!head) mg_write(conn, response.data() + kMetricsHeadRoom, body_size);
+    return 200;
+  }
+  const size_t start = kMetricsHeadRoom - head_text.size();
+  memcpy(&response[start], head_text.data(), head_text.size());
+  mg_write(conn, response.data() + start, response.size() - start);
+  return 200;
+}
+
+// civetweb's begin_request hook: answers /metrics and the Kubernetes probes
+// itself, and lets every other path fall through to the Exposer (which
+// serves prometheus-cpp's rendering of the same Collectable at
+// kPrometheusCppPath, and 404 for anything else).
+int BeginRequest(struct mg_connection* conn) {
+  const struct mg_request_info* info = mg_get_request_info(conn);
+  if (info == nullptr || info->local_uri == nullptr) return 0;
+  const absl::string_view path = info->local_uri;
+  const absl::string_view method =
+      info->request_method != nullptr ? info->request_method : "";
+  if (path == "/metrics") return AnswerMetrics(conn, method);
+  if (path == "/healthz" || path == "/readyz") {
+    return AnswerProbe(conn, path, method == "HEAD");
+  }
+  return 0;
 }
 
 // For a "unix:" listen address: fails clearly if the directory is missing,
@@ -343,6 +413,7 @@ ServerRunner::~ServerRunner() {
   }
   if (maintenance_thread_.joinable()) maintenance_thread_.join();
   exposer_.reset();
+  g_metrics.store(nullptr, std::memory_order_release);
   collector_.reset();
   if (server_ != nullptr) {
     watch_hub_->Shutdown();
@@ -487,8 +558,8 @@ int ServerRunner::StartGrpc() {
     }
   }
 
-  breaker_service_ =
-      std::make_unique<BreakerServiceImpl>(registry_.get(), watch_hub_.get());
+  breaker_service_ = std::make_unique<BreakerServiceImpl>(
+      registry_.get(), watch_hub_.get(), &call_tracker_);
   admin_service_ =
       std::make_unique<AdminServiceImpl>(registry_.get(), admin_token_);
 
@@ -504,11 +575,6 @@ int ServerRunner::StartGrpc() {
   }
   builder.RegisterService(breaker_service_.get());
   builder.RegisterService(admin_service_.get());
-  std::vector<
-      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
-      interceptors;
-  interceptors.push_back(call_tracker_.MakeInterceptorFactory());
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = builder.BuildAndStart();
 
   std::vector<std::string> failed;
@@ -545,9 +611,10 @@ int ServerRunner::StartMetrics() {
     return static_cast<uint64_t>(hub->active_streams());
   };
   collector_ = std::make_shared<RegistryCollector>(registry_.get(), stats);
+  g_metrics.store(collector_.get(), std::memory_order_release);
 
   CivetCallbacks callbacks;  // zero-initialized by its constructor
-  callbacks.begin_request = &AnswerProbe;
+  callbacks.begin_request = &BeginRequest;
   callbacks.log_message = &CivetLogToJson;
   TakeDiagnostics();
   try {
@@ -555,6 +622,7 @@ int ServerRunner::StartMetrics() {
         std::make_unique<prometheus::Exposer>(options_.metrics_listen,
                                               /*num_threads=*/2, &callbacks);
   } catch (const std::exception& e) {
+    g_metrics.store(nullptr, std::memory_order_release);
     const std::string detail = TakeDiagnostics();
     LogEvent(LogLevel::kError, "startup_failed",
              {{"error", absl::StrCat("metrics-listen ", options_.metrics_listen,
@@ -562,7 +630,10 @@ int ServerRunner::StartMetrics() {
               {"detail", detail.empty() ? e.what() : detail}});
     return kExitRuntimeError;
   }
-  exposer_->RegisterCollectable(collector_);
+  // /metrics itself is answered in BeginRequest; prometheus-cpp renders the
+  // same Collectable here, as a reference to check the fast writer against
+  // in a running process (slow: not for regular scrapes).
+  exposer_->RegisterCollectable(collector_, kPrometheusCppPath);
   const std::vector<int> ports = exposer_->GetListeningPorts();
   metrics_address_ = absl::StrCat(
       metrics_host_, ":", ports.empty() ? metrics_port_ : ports.front());
@@ -660,6 +731,7 @@ void ServerRunner::StopMetrics() {
     absl::SleepFor(absl::Milliseconds(10));
   }
   stopper.join();
+  g_metrics.store(nullptr, std::memory_order_release);
 }
 
 void ServerRunner::SignalLoop() {

@@ -82,7 +82,8 @@ ABSL_FLAG(double, warmup, 0.5,
 ABSL_FLAG(int, rounds, 3,
           "Times every call is measured; the order reverses each round.");
 ABSL_FLAG(int, dependencies, 1,
-          "Dependency names the calls are spread over (bench/load-<i>).");
+          "Dependency names the calls are spread over "
+          "(bench-provider/credential-<i>).");
 ABSL_FLAG(std::vector<std::string>, calls,
           std::vector<std::string>({"echo", "acquire", "report", "pair",
                                     "health"}),
@@ -153,7 +154,9 @@ class Slot {
  public:
   Slot(ChannelStubs* stubs, int dependencies) : s_(stubs) {
     for (int d = 0; d < dependencies; ++d) {
-      const std::string name = absl::StrCat("bench/load-", d);
+      // Realistic length (DESIGN.md: provider/credential-id): longer than
+      // std::string's inline buffer, as most real names are.
+      const std::string name = absl::StrCat("bench-provider/credential-", d);
       v1::AcquireRequest acquire;
       acquire.set_dependency(name);
       acquire.set_attempt(0);

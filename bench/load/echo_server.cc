@@ -19,6 +19,7 @@
 //   {"ts":...,"level":"info","event":"serving","grpc":"127.0.0.1:41234,unix:/tmp/x/echo.sock"}
 // SIGTERM or SIGINT stops it (exit code 0).
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -41,7 +42,7 @@
 
 ABSL_FLAG(std::vector<std::string>, listen, {"127.0.0.1:0"},
           "Comma-separated listen addresses: host:port (port 0 picks a free "
-          "port) or unix:/path/to.sock (an existing file there is removed).");
+          "port) or unix:/path/to.sock (a stale socket there is removed).");
 
 namespace breakerd {
 namespace bench {
@@ -63,8 +64,7 @@ struct Listener {
   int selected_port = 0;
 };
 
-// As ServerRunner::StartGrpc, minus the Breaker/Admin services and the
-// call-tracking interceptor.
+// As ServerRunner::StartGrpc, minus the Breaker/Admin services.
 std::unique_ptr<grpc::Server> BuildServer(EchoServiceImpl* service,
                                           std::vector<Listener>* listeners) {
   grpc::EnableDefaultHealthCheckService(true);
@@ -82,7 +82,9 @@ std::unique_ptr<grpc::Server> BuildServer(EchoServiceImpl* service,
 int Main(const std::vector<std::string>& addresses) {
   std::vector<Listener> listeners;
   for (const std::string& address : addresses) {
-    if (absl::StartsWith(address, "unix:")) {
+    struct stat st;
+    if (absl::StartsWith(address, "unix:") &&
+        lstat(address.substr(5).c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
       unlink(address.substr(5).c_str());  // a stale socket from a crash
     }
     listeners.push_back(Listener{address});

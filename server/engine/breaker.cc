@@ -7,6 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/engine/name_hash.h"
 
 namespace breakerd {
 namespace {
@@ -25,25 +26,14 @@ uint64_t Mix(uint64_t x) {
   return x;
 }
 
-// Stable within and across processes (absl::Hash is seeded per process,
-// which would also do, but FNV-1a keeps permits reproducible in tests).
-uint64_t NameHash(absl::string_view name) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
 // Permit layout: [tag:32][generation:24][probe seq:7][probe:1]. The tag is
-// a keyed hash of the payload, the breaker's name and the process secret, so
+// a keyed hash of the payload, the breaker's identity (its address and a
+// hash of its name) and the process secret, so
 // a permit from another process, another breaker or random bytes fails the
 // check (with probability 1 - 2^-31), without storing any permit.
-uint32_t Tag(uint64_t secret, uint64_t name_hash, uint32_t payload) {
+uint32_t Tag(uint64_t secret, uint64_t identity, uint32_t payload) {
   return static_cast<uint32_t>(
-             Mix(secret ^ name_hash ^ (payload * 0x9e3779b97f4a7c15ULL)) >>
-             32) |
+             Mix(secret ^ identity ^ (payload * 0x9e3779b97f4a7c15ULL)) >> 32) |
          1u;  // never zero, so a permit is never zero
 }
 
@@ -75,6 +65,21 @@ Decision RejectionDecision(RejectReason r) {
   }
 }
 
+// reports_ keeps three counters per class: counted (success or failure,
+// which the class decides), neutral, late.
+int ReportSlot(Effect e) {
+  switch (e) {
+    case Effect::kCountedSuccess:
+    case Effect::kCountedFailure:
+      return 0;
+    case Effect::kNeutral:
+      return 1;
+    case Effect::kLate:
+      return 2;
+  }
+  return 1;
+}
+
 }  // namespace
 
 double DefaultUniform() {
@@ -83,17 +88,14 @@ double DefaultUniform() {
 }
 
 Breaker::Breaker(std::string dependency, std::shared_ptr<const Policy> policy,
-                 const Clock* clock, uint64_t permit_secret,
-                 UniformSource uniform)
+                 const BreakerContext* context)
     : dependency_(std::move(dependency)),
-      name_hash_(NameHash(dependency_)),
-      permit_secret_(permit_secret),
-      clock_(clock),
-      uniform_(uniform),
+      context_(context),
       policy_(std::move(policy)) {
+  name_hash_ = static_cast<uint32_t>(HashName(dependency_) >> 32);
   const Instant now = NowInstant();
   last_activity_ns_ = now.ns;
-  state_entered_ = now.t();
+  state_entered_ns_ = now.ns;
   CacheWidths();
 }
 
@@ -103,20 +105,28 @@ State Breaker::DerivedState(Instant now) const {
   if (override_ == Override::kForcedOpen) return State::kForcedOpen;
   if (override_ == Override::kForcedClosed) return State::kForcedClosed;
   if (!open_) return State::kClosed;
-  return now.t() >= opened_at_ + cooldown_ ? State::kHalfOpen : State::kOpen;
+  return now.ns >= open_until_ns_ ? State::kHalfOpen : State::kOpen;
+}
+
+uint64_t Breaker::Identity() const {
+  return reinterpret_cast<uintptr_t>(this) ^ (uint64_t{name_hash_} << 32);
 }
 
 uint64_t Breaker::MakePermit(bool probe, uint32_t seq) const {
   const uint32_t payload =
       static_cast<uint32_t>((generation_ & kGenerationMask) << 8) |
       ((seq & 0x7F) << 1) | (probe ? 1u : 0u);
-  return (uint64_t{Tag(permit_secret_, name_hash_, payload)} << 32) | payload;
+  return (uint64_t{Tag(context_->permit_secret,
+                       reinterpret_cast<uintptr_t>(this), payload)}
+          << 32) |
+         payload;
 }
 
 bool Breaker::PermitIsOurs(uint64_t permit) const {
   const uint32_t payload = static_cast<uint32_t>(permit);
   return static_cast<uint32_t>(permit >> 32) ==
-         Tag(permit_secret_, name_hash_, payload);
+         Tag(context_->permit_secret, reinterpret_cast<uintptr_t>(this),
+             payload);
 }
 
 void Breaker::CacheWidths() {
@@ -146,36 +156,40 @@ absl::Duration Breaker::NextCooldown(absl::Duration hint) const {
   for (uint32_t i = 0; i < escalation_ && d < c.max; ++i) d *= 2;
   d = std::min(d, c.max);
   if (c.jitter > 0) {
-    d *= 1.0 + c.jitter * (2.0 * uniform_() - 1.0);
+    d *= 1.0 + c.jitter * (2.0 * context_->uniform() - 1.0);
   }
   return std::max(d, hint);
 }
 
 void Breaker::CreditStateTime(Instant now,
                               std::array<double, kStateCount>* seconds) const {
-  if (now.t() <= state_entered_) return;
+  if (now.ns <= state_entered_ns_) return;
+  constexpr double kSecondsPerNano = 1e-9;
   const State s = DerivedState(now);
   if (s == State::kOpen || s == State::kHalfOpen) {
-    const absl::Time open_end = opened_at_ + cooldown_;
-    const absl::Time split = std::clamp(open_end, state_entered_, now.t());
+    const int64_t split = std::clamp(open_until_ns_, state_entered_ns_, now.ns);
     (*seconds)[static_cast<int>(State::kOpen)] +=
-        absl::ToDoubleSeconds(split - state_entered_);
+        (split - state_entered_ns_) * kSecondsPerNano;
     (*seconds)[static_cast<int>(State::kHalfOpen)] +=
-        absl::ToDoubleSeconds(now.t() - split);
+        (now.ns - split) * kSecondsPerNano;
   } else {
     (*seconds)[static_cast<int>(s)] +=
-        absl::ToDoubleSeconds(now.t() - state_entered_);
+        (now.ns - state_entered_ns_) * kSecondsPerNano;
   }
 }
 
 void Breaker::CountTransition(State from, State to, TransitionReason reason) {
-  for (auto& t : transitions_) {
+  if (transitions_ == nullptr) {
+    transitions_ =
+        std::make_unique<std::vector<BreakerSnapshot::TransitionCount>>();
+  }
+  for (auto& t : *transitions_) {
     if (t.from == from && t.to == to && t.reason == reason) {
       ++t.count;
       return;
     }
   }
-  transitions_.push_back({from, to, reason, 1});
+  transitions_->push_back({from, to, reason, 1});
 }
 
 Transition Breaker::MoveTo(Instant now, State from, State to,
@@ -188,7 +202,8 @@ Transition Breaker::MoveTo(Instant now, State from, State to,
   t.to = to;
   t.reason = reason;
   t.generation = generation_;
-  if (to == State::kOpen) t.retry_after = opened_at_ + cooldown_ - now.t();
+  if (to == State::kOpen)
+    t.retry_after = absl::Nanoseconds(open_until_ns_ - now.ns);
   t.escalation_level = escalation_;
   t.consecutive_failures = consecutive_failures_;
   t.window = Window(now);
@@ -204,10 +219,10 @@ void Breaker::ClearHistory() {
 Transition Breaker::Open(Instant now, State from, TransitionReason reason,
                          absl::Duration retry_after_hint) {
   CreditStateTime(now, &state_seconds_);
-  state_entered_ = now.t();
+  state_entered_ns_ = now.ns;
   open_ = true;
-  opened_at_ = now.t();
-  cooldown_ = NextCooldown(retry_after_hint);
+  open_until_ns_ =
+      now.ns + absl::ToInt64Nanoseconds(NextCooldown(retry_after_hint));
   half_open_seen_ = false;
   probe_permit_ = 0;
   probe_successes_ = 0;
@@ -216,7 +231,7 @@ Transition Breaker::Open(Instant now, State from, TransitionReason reason,
 
 Transition Breaker::Close(Instant now, State from, TransitionReason reason) {
   CreditStateTime(now, &state_seconds_);
-  state_entered_ = now.t();
+  state_entered_ns_ = now.ns;
   open_ = false;
   override_ = Override::kNone;
   half_open_seen_ = false;
@@ -284,29 +299,29 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
       break;
     case State::kOpen:
       r.reason = RejectReason::kOpen;
-      r.retry_after = opened_at_ + cooldown_ - now.t();
+      r.retry_after = absl::Nanoseconds(open_until_ns_ - now.ns);
       break;
     case State::kHalfOpen: {
       if (!half_open_seen_) {
         // The cooldown has run out: record the derived transition the first
         // time anyone observes it.
         CreditStateTime(now, &state_seconds_);
-        state_entered_ = now.t();
+        state_entered_ns_ = now.ns;
         half_open_seen_ = true;
         *transition = MoveTo(now, State::kOpen, State::kHalfOpen,
                              TransitionReason::kCooldownElapsed);
       }
-      const bool probe_out = probe_permit_ != 0 && now.t() < probe_until_;
+      const bool probe_out = probe_permit_ != 0 && now.ns < probe_until_ns_;
       if (probe_out) {
         r.reason = RejectReason::kProbeInFlight;
-        r.retry_after = probe_until_ - now.t();
+        r.retry_after = absl::Nanoseconds(probe_until_ns_ - now.ns);
       } else if (retry) {
         // No retry while the breaker is not closed: the probe is a first try.
         r.reason = RejectReason::kOpen;
       } else {
         probe_seq_ = (probe_seq_ % 127) + 1;
         probe_permit_ = MakePermit(/*probe=*/true, probe_seq_);
-        probe_until_ = now.t() + p.probe.lease;
+        probe_until_ns_ = now.ns + absl::ToInt64Nanoseconds(p.probe.lease);
         r.allowed = true;
         r.probe = true;
         r.permit = probe_permit_;
@@ -405,7 +420,7 @@ absl::StatusOr<ReportResult> Breaker::Report(
       *transition = Close(now, before, TransitionReason::kProbeSucceeded);
     }
   }
-  ++reports_[static_cast<int>(in.outcome)][static_cast<int>(r.effect)];
+  ++reports_[static_cast<int>(in.outcome) - 1][ReportSlot(r.effect)];
   r.state = DerivedState(now);
   return r;
 }
@@ -420,7 +435,7 @@ Transition Breaker::Force(Override to) {
   const Instant now = NowInstant();
   const State from = DerivedState(now);
   CreditStateTime(now, &state_seconds_);
-  state_entered_ = now.t();
+  state_entered_ns_ = now.ns;
   override_ = to;
   probe_permit_ = 0;
   return to == Override::kForcedOpen ? MoveTo(now, from, State::kForcedOpen,
@@ -465,7 +480,9 @@ BreakerSnapshot Breaker::Snapshot() const {
   const Instant now = NowInstant();
   s.state = DerivedState(now);
   s.generation = generation_;
-  if (s.state == State::kOpen) s.retry_after = opened_at_ + cooldown_ - now.t();
+  if (s.state == State::kOpen) {
+    s.retry_after = absl::Nanoseconds(open_until_ns_ - now.ns);
+  }
   s.window = Window(now);
   s.failure_rate = s.window.calls == 0
                        ? 0
@@ -476,13 +493,25 @@ BreakerSnapshot Breaker::Snapshot() const {
   s.policy = policy_->match;
   s.shadow = policy_->mode == Mode::kShadow;
   s.probe_in_flight = s.state == State::kHalfOpen && probe_permit_ != 0 &&
-                      now.t() < probe_until_;
+                      now.ns < probe_until_ns_;
   s.failure_rate_threshold = policy_->failure_rate.threshold;
   s.acquires = acquires_;
-  s.reports = reports_;
+  for (int c = 1; c < kOutcomeClassCount; ++c) {
+    const auto cls = static_cast<OutcomeClass>(c);
+    // A class is counted as a success or as a failure, never both (rate
+    // limited "ignore" makes it neutral, not a success).
+    const Effect counted =
+        VerdictFor(cls, RateLimitedHandling::kCount) == Verdict::kSuccess
+            ? Effect::kCountedSuccess
+            : Effect::kCountedFailure;
+    const auto& slots = reports_[c - 1];
+    s.reports[c][static_cast<int>(counted)] = slots[0];
+    s.reports[c][static_cast<int>(Effect::kNeutral)] = slots[1];
+    s.reports[c][static_cast<int>(Effect::kLate)] = slots[2];
+  }
   s.retries_granted = retries_granted_;
   s.retries_rejected = retries_rejected_;
-  s.transitions = transitions_;
+  if (transitions_ != nullptr) s.transitions = *transitions_;
   s.state_seconds = state_seconds_;
   CreditStateTime(now, &s.state_seconds);
   s.latency_buckets = latency_buckets_;

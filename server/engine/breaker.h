@@ -34,6 +34,15 @@ using UniformSource = double (*)();
 // The default: a thread-local pseudo-random generator.
 double DefaultUniform();
 
+// What every breaker of a Registry shares, kept once (breakers hold a
+// pointer: at 100k breakers every byte of a Breaker counts).
+struct BreakerContext {
+  const Clock* clock = nullptr;
+  // Keys the permit check; a per-process random value.
+  uint64_t permit_secret = 0;
+  UniformSource uniform = &DefaultUniform;
+};
+
 // One report's facts after classification.
 struct ReportInput {
   OutcomeClass outcome = OutcomeClass::kSuccess;
@@ -45,11 +54,10 @@ struct ReportInput {
 
 class Breaker {
  public:
-  // REQUIRES: `clock` outlives the breaker; `policy` is non-null.
-  // `permit_secret` keys the permit check (a per-process random value).
+  // REQUIRES: `context` (and its clock) outlives the breaker; `policy` is
+  // non-null.
   Breaker(std::string dependency, std::shared_ptr<const Policy> policy,
-          const Clock* clock, uint64_t permit_secret,
-          UniformSource uniform = &DefaultUniform);
+          const BreakerContext* context);
 
   Breaker(const Breaker&) = delete;
   Breaker& operator=(const Breaker&) = delete;
@@ -98,12 +106,14 @@ class Breaker {
     int64_t ns;
     absl::Time t() const { return absl::FromUnixNanos(ns); }
   };
-  Instant NowInstant() const { return Instant{clock_->NowNanos()}; }
+  Instant NowInstant() const { return Instant{context_->clock->NowNanos()}; }
 
   Transition Force(Override to);
   State DerivedState(Instant now) const;
   uint64_t MakePermit(bool probe, uint32_t seq) const;
   bool PermitIsOurs(uint64_t permit) const;
+  // Keys this breaker's permits: unique among live breakers.
+  uint64_t Identity() const;
   // Recomputes the bucket widths from policy_.
   void CacheWidths();
   WindowCounts Window(Instant now) const;
@@ -131,10 +141,7 @@ class Breaker {
 
   // Constant after construction.
   const std::string dependency_;
-  const uint64_t name_hash_;
-  const uint64_t permit_secret_;
-  const Clock* const clock_;
-  const UniformSource uniform_;
+  const BreakerContext* const context_;
 
   // Everything below is serialized by the owner (see the class comment).
   std::shared_ptr<const Policy> policy_;
@@ -142,11 +149,15 @@ class Breaker {
   // The state machine.
   bool open_ = false;
   Override override_ = Override::kNone;
-  absl::Time opened_at_;
-  absl::Duration cooldown_;
   // Set once the open -> half-open transition has been recorded for the
   // current open period (half-open itself is derived, not stored).
   bool half_open_seen_ = false;
+  // A hash of dependency_, mixed into permit tags (fills what would be
+  // padding; set once in the constructor).
+  uint32_t name_hash_ = 0;
+  // When the running cooldown ends (Clock nanoseconds); meaningful when
+  // open_. Only the end is stored: open_until - now is all any rule needs.
+  int64_t open_until_ns_ = 0;
   uint64_t generation_ = 0;
   uint32_t escalation_ = 0;
   uint32_t consecutive_failures_ = 0;
@@ -154,7 +165,7 @@ class Breaker {
   uint32_t probe_seq_ = 0;
   // The permit of the probe out, 0 if none; its lease ends at probe_until_.
   uint64_t probe_permit_ = 0;
-  absl::Time probe_until_;
+  int64_t probe_until_ns_ = 0;
   int64_t last_activity_ns_ = 0;
 
   // Bucket widths in nanoseconds, derived from policy_.
@@ -164,13 +175,16 @@ class Breaker {
   BucketRing<2> budget_;
 
   // Metrics, read at scrape time through Snapshot().
-  absl::Time state_entered_;
+  int64_t state_entered_ns_ = 0;
   std::array<double, kStateCount> state_seconds_{};
   std::array<uint64_t, kDecisionCount> acquires_{};
-  std::array<std::array<uint64_t, kEffectCount>, kOutcomeClassCount> reports_{};
+  // Per class (index class - 1): counted, neutral, late; Snapshot() spreads
+  // them over the effects.
+  std::array<std::array<uint64_t, 3>, kOutcomeClassCount - 1> reports_{};
   uint64_t retries_granted_ = 0;
   uint64_t retries_rejected_ = 0;
-  std::vector<BreakerSnapshot::TransitionCount> transitions_;
+  // Allocated at the first transition: most breakers never move.
+  std::unique_ptr<std::vector<BreakerSnapshot::TransitionCount>> transitions_;
   std::array<uint64_t, kLatencyBuckets + 1> latency_buckets_{};
   double latency_sum_ = 0;
 };

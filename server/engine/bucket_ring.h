@@ -3,7 +3,11 @@
 // granularity: an event leaves the window between width * (kBuckets - 1)
 // and width * kBuckets after it happened.
 //
-// Thread-safety: none; the owner (a Breaker) guards it with its mutex.
+// Only the newest bucket's epoch is stored; the others are implied by their
+// position (bucket i holds epoch head - ((head - i) mod kBuckets)), which
+// keeps a ring of 10 buckets of 3 counters at 120 bytes of counts.
+//
+// Thread-safety: none; the owner (a Breaker) is serialized by its Registry.
 #ifndef BREAKERD_SERVER_ENGINE_BUCKET_RING_H_
 #define BREAKERD_SERVER_ENGINE_BUCKET_RING_H_
 
@@ -18,25 +22,38 @@ class BucketRing {
   using Counts = std::array<uint64_t, kCounters>;
 
   // Times are in nanoseconds of the engine's Clock (Clock::NowNanos).
-  // Adds `delta` to the bucket holding `now`. REQUIRES: width > 0.
+  // Adds `delta` to the bucket holding `now`. REQUIRES: width > 0, `now`
+  // never earlier than in a previous call with the same width.
   void Add(int64_t now, int64_t width, int counter, uint32_t delta = 1) {
-    Bucket& b = Current(now, width);
-    b.counts[counter] += delta;
-    if (cache_valid_ && cache_epoch_ == b.epoch) cache_[counter] += delta;
+    const uint32_t epoch = EpochOf(now, width);
+    Advance(epoch);
+    buckets_[epoch % kBuckets][counter] += delta;
+    if (cache_valid_ && cache_epoch_ == epoch) cache_[counter] += delta;
   }
 
-  // The sums over the buckets still inside the window at `now`.
-  // O(1) while the current bucket does not change (the sums are cached),
-  // O(kBuckets) at the first call in a new bucket.
+  // The sums over the buckets still inside the window at `now`: O(1) while
+  // the current bucket does not change (the sums are cached), O(kBuckets)
+  // at the first call in a new bucket.
   Counts Sum(int64_t now, int64_t width) const {
     const uint32_t epoch = EpochOf(now, width);
-    if (cache_valid_ && cache_epoch_ == epoch) return cache_;
     Counts sum{};
-    for (const Bucket& b : buckets_) {
-      if (static_cast<uint32_t>(epoch - b.epoch) >= kBuckets) continue;
-      for (int i = 0; i < kCounters; ++i) sum[i] += b.counts[i];
+    if (cache_valid_ && cache_epoch_ == epoch) {
+      for (int i = 0; i < kCounters; ++i) sum[i] = cache_[i];
+      return sum;
     }
-    cache_ = sum;
+    // Buckets for epochs after head_ (up to `epoch`) hold stale counts
+    // that the next Add clears: skip them.
+    const uint32_t gap = epoch - head_;
+    if (gap < kBuckets) {
+      for (uint32_t age = 0; age < kBuckets - gap; ++age) {
+        const auto& b =
+            buckets_[(head_ % kBuckets + kBuckets - age) % kBuckets];
+        for (int i = 0; i < kCounters; ++i) sum[i] += b[i];
+      }
+    }
+    for (int i = 0; i < kCounters; ++i) {
+      cache_[i] = static_cast<uint32_t>(sum[i]);
+    }
     cache_epoch_ = epoch;
     cache_valid_ = true;
     return sum;
@@ -52,37 +69,36 @@ class BucketRing {
   void Rebucket(int64_t now, int64_t old_width, int64_t new_width) {
     const Counts kept = Sum(now, old_width);
     Clear();  // also drops the cache, which was for the old width
-    Bucket& b = Current(now, new_width);
+    head_ = EpochOf(now, new_width);
     for (int i = 0; i < kCounters; ++i) {
-      b.counts[i] = static_cast<uint32_t>(kept[i]);
+      buckets_[head_ % kBuckets][i] = static_cast<uint32_t>(kept[i]);
     }
   }
 
  private:
-  struct Bucket {
-    // Epoch numbers are wrapped to 32 bits; only differences are used.
-    uint32_t epoch = 0;
-    std::array<uint32_t, kCounters> counts{};
-  };
-
   static uint32_t EpochOf(int64_t now, int64_t width) {
+    // Plain 64-bit nanoseconds; epochs wrap at 32 bits, only differences
+    // are used.
     return static_cast<uint32_t>(now / width);
   }
 
-  Bucket& Current(int64_t now, int64_t width) {
-    const uint32_t epoch = EpochOf(now, width);
-    Bucket& b = buckets_[epoch % kBuckets];
-    if (b.epoch != epoch) {
-      b.epoch = epoch;
-      b.counts = {};
+  // Makes `epoch` the newest bucket, clearing the buckets it skips over.
+  void Advance(uint32_t epoch) {
+    const uint32_t gap = epoch - head_;
+    if (gap == 0) return;
+    if (gap >= kBuckets) {
+      buckets_ = {};
+    } else {
+      for (uint32_t i = 1; i <= gap; ++i) buckets_[(head_ + i) % kBuckets] = {};
     }
-    return b;
+    head_ = epoch;
   }
 
-  std::array<Bucket, kBuckets> buckets_{};
+  std::array<std::array<uint32_t, kCounters>, kBuckets> buckets_{};
+  uint32_t head_ = 0;  // epoch of the newest bucket
   // The sums for cache_epoch_, kept up to date by Add. Mutable: Sum is
-  // logically const; the owner's lock serializes every access.
-  mutable Counts cache_{};
+  // logically const; the owner serializes every access.
+  mutable std::array<uint32_t, kCounters> cache_{};
   mutable uint32_t cache_epoch_ = 0;
   mutable bool cache_valid_ = false;
 };

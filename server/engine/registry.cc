@@ -59,8 +59,8 @@ Registry::Registry(std::shared_ptr<const PolicySet> policies,
                    const Clock* clock, uint64_t permit_secret,
                    UniformSource uniform)
     : clock_(clock),
-      permit_secret_(permit_secret != 0 ? permit_secret : RandomSecret()),
-      uniform_(uniform),
+      context_{clock, permit_secret != 0 ? permit_secret : RandomSecret(),
+               uniform},
       policies_(std::move(policies)) {
   DisableDeadlockDetection();
 }
@@ -112,12 +112,10 @@ auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
           " breakers exist already; cannot track \"", dependency,
           "\" (raise limits.max_breakers or use fewer dependency names)"));
     }
-    it = shard.map
-             .emplace(std::string(dependency),
-                      std::make_unique<Breaker>(std::string(dependency),
-                                                set->Match(dependency), clock_,
-                                                permit_secret_, uniform_))
-             .first;
+    auto breaker = std::make_unique<Breaker>(std::string(dependency),
+                                             set->Match(dependency), &context_);
+    const absl::string_view key = breaker->dependency();
+    it = shard.map.emplace(key, std::move(breaker)).first;
   }
   return fn(*it->second);
 }

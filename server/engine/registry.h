@@ -137,7 +137,8 @@ class Registry {
   static constexpr int kShardShift = 56;  // 64 - log2(kShards)
   struct Shard {
     mutable Mutex mu;
-    absl::flat_hash_map<std::string, std::unique_ptr<Breaker>, NameHasher,
+    // Keys view the breaker's own name (no second copy of every name).
+    absl::flat_hash_map<absl::string_view, std::unique_ptr<Breaker>, NameHasher,
                         NameEq>
         map ABSL_GUARDED_BY(mu);
   };
@@ -159,8 +160,7 @@ class Registry {
                                                  uint32_t attempt);
 
   const Clock* const clock_;
-  const uint64_t permit_secret_;
-  const UniformSource uniform_;
+  const BreakerContext context_;
   std::vector<TransitionObserver*> observers_;  // fixed before serving
 
   mutable std::array<Shard, kShards> shards_;

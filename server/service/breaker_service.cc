@@ -35,12 +35,14 @@ absl::StatusOr<ReportRequestFacts> ReportFacts(
 
 }  // namespace
 
-BreakerServiceImpl::BreakerServiceImpl(Registry* registry, WatchHub* hub)
-    : registry_(registry), hub_(hub) {}
+BreakerServiceImpl::BreakerServiceImpl(Registry* registry, WatchHub* hub,
+                                       CallTracker* tracker)
+    : registry_(registry), hub_(hub), tracker_(tracker) {}
 
 grpc::ServerUnaryReactor* BreakerServiceImpl::Acquire(
     grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
     v1::AcquireResponse* response) {
+  const CallTracker::Scope in_flight(tracker_);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<AcquireResult> result =
       registry_->Acquire(request->dependency(), request->attempt());
@@ -52,6 +54,7 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::Acquire(
 grpc::ServerUnaryReactor* BreakerServiceImpl::Report(
     grpc::CallbackServerContext* context, const v1::ReportRequest* request,
     v1::ReportResponse* response) {
+  const CallTracker::Scope in_flight(tracker_);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<ReportRequestFacts> facts = ReportFacts(*request);
   if (!facts.ok()) {
@@ -72,6 +75,7 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::AcquireFirst(
     grpc::CallbackServerContext* context,
     const v1::AcquireFirstRequest* request,
     v1::AcquireFirstResponse* response) {
+  const CallTracker::Scope in_flight(tracker_);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const std::vector<std::string> names(request->dependencies().begin(),
                                        request->dependencies().end());
@@ -85,6 +89,7 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::AcquireFirst(
 grpc::ServerUnaryReactor* BreakerServiceImpl::GetState(
     grpc::CallbackServerContext* context, const v1::GetStateRequest* request,
     v1::BreakerStatus* response) {
+  const CallTracker::Scope in_flight(tracker_);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<BreakerSnapshot> snapshot =
       registry_->Get(request->dependency());
@@ -96,6 +101,7 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::GetState(
 grpc::ServerUnaryReactor* BreakerServiceImpl::ListStates(
     grpc::CallbackServerContext* context, const v1::ListStatesRequest* request,
     v1::ListStatesResponse* response) {
+  const CallTracker::Scope in_flight(tracker_);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   response->mutable_breakers()->Reserve(static_cast<int>(registry_->size()));
   registry_->ForEach([response](const BreakerSnapshot& snapshot) {

@@ -11,6 +11,7 @@
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "server/engine/registry.h"
+#include "server/service/call_tracker.h"
 #include "server/service/watch_hub.h"
 
 namespace breakerd {
@@ -18,7 +19,9 @@ namespace breakerd {
 class BreakerServiceImpl final : public v1::Breaker::CallbackService {
  public:
   // REQUIRES: `registry` and `hub` are non-null and outlive the service.
-  BreakerServiceImpl(Registry* registry, WatchHub* hub);
+  // `tracker` (may be null) counts the unary calls in flight.
+  BreakerServiceImpl(Registry* registry, WatchHub* hub,
+                     CallTracker* tracker = nullptr);
 
   BreakerServiceImpl(const BreakerServiceImpl&) = delete;
   BreakerServiceImpl& operator=(const BreakerServiceImpl&) = delete;
@@ -62,6 +65,7 @@ class BreakerServiceImpl final : public v1::Breaker::CallbackService {
  private:
   Registry* const registry_;
   WatchHub* const hub_;
+  CallTracker* const tracker_;
 };
 
 }  // namespace breakerd

@@ -34,7 +34,7 @@ class BreakerTest : public ::testing::Test {
 
   void Make(const Policy& p) {
     breaker_ = std::make_unique<Breaker>("dep/a", std::make_shared<Policy>(p),
-                                         &clock_, kSecret, &TestUniform);
+                                         &context_);
   }
 
   AcquireResult Acquire(uint32_t attempt = 0) {
@@ -71,6 +71,8 @@ class BreakerTest : public ::testing::Test {
   State Current() { return breaker_->Snapshot().state; }
 
   FakeClock clock_;
+  BreakerContext context_{&clock_, kSecret, &TestUniform};
+  BreakerContext default_jitter_{&clock_, kSecret};
   std::unique_ptr<Breaker> breaker_;
   std::vector<Transition> transitions_;
 };
@@ -375,7 +377,7 @@ TEST_F(BreakerTest, DefaultJitterSpreadsCooldowns) {
   std::set<absl::Duration> seen;
   for (int i = 0; i < 20; ++i) {
     breaker_ = std::make_unique<Breaker>("dep/a", std::make_shared<Policy>(p),
-                                         &clock_, kSecret);
+                                         &default_jitter_);
     transitions_.clear();
     Trip();
     const absl::Duration d = transitions_.back().retry_after;
@@ -507,12 +509,12 @@ TEST_F(BreakerTest, ReportFromAnEarlierGenerationIsLate) {
 TEST_F(BreakerTest, PermitsItNeverIssuedAreRefusedAndChangeNothing) {
   Make(BasePolicy());
   Acquire();
-  Breaker other("dep/b", std::make_shared<Policy>(BasePolicy()), &clock_,
-                kSecret);
+  Breaker other("dep/b", std::make_shared<Policy>(BasePolicy()), &context_);
   std::optional<Transition> t;
   const uint64_t foreign = other.Acquire(0, &t).permit;
-  Breaker restarted("dep/a", std::make_shared<Policy>(BasePolicy()), &clock_,
-                    kSecret + 1);
+  const BreakerContext other_process{&clock_, kSecret + 1};
+  Breaker restarted("dep/a", std::make_shared<Policy>(BasePolicy()),
+                    &other_process);
   const uint64_t stale = restarted.Acquire(0, &t).permit;
   const BreakerSnapshot before = breaker_->Snapshot();
   for (uint64_t bad :

@@ -1,0 +1,234 @@
+#include "server/metrics/families.h"
+
+#include <array>
+
+#include "server/engine/outcome.h"
+
+namespace breakerd {
+namespace {
+
+constexpr absl::string_view kDependency[] = {"dependency"};
+constexpr absl::string_view kTransitionLabels[] = {"dependency", "from", "to",
+                                                   "reason"};
+constexpr absl::string_view kDecisionLabels[] = {"dependency", "decision"};
+constexpr absl::string_view kReportLabels[] = {"dependency", "class", "effect"};
+constexpr absl::string_view kStateLabels[] = {"dependency", "state"};
+constexpr absl::string_view kVersion[] = {"version"};
+constexpr absl::string_view kResult[] = {"result"};
+
+// A table row; the fields in the order that reads best in the table.
+FamilyDef Def(absl::string_view name, MetricKind kind,
+              absl::Span<const absl::string_view> labels,
+              int samples_per_breaker, absl::string_view help,
+              absl::Span<const double> bucket_bounds = {}) {
+  return FamilyDef{name,   help,          kind,
+                   labels, bucket_bounds, samples_per_breaker};
+}
+
+// Indexed by FamilyId.
+const std::array<FamilyDef, kFamilyCount> kFamilies = {
+    // Per breaker.
+    Def("breakerd_state", MetricKind::kGauge, kDependency, 1,
+        "Current state of the breaker: 0 closed (calls allowed), 1 half-open "
+        "(one probe allowed), 2 open (calls rejected until the cooldown "
+        "ends), 3 forced open by an operator, 4 forced closed by an "
+        "operator."),
+    Def("breakerd_transitions_total", MetricKind::kCounter, kTransitionLabels,
+        0,
+        "State changes of the breaker since it was created, by previous "
+        "state, new state and the rule or action that caused it."),
+    Def("breakerd_acquire_total", MetricKind::kCounter, kDecisionLabels, 1,
+        "Acquire decisions since the breaker was created. decision: allowed, "
+        "probe (the half-open trial call), rejected_<why> (open, "
+        "probe_in_flight, retry_budget, forced_open), or "
+        "shadow_rejected_<why> (shadow mode: would have been rejected, was "
+        "allowed)."),
+    Def("breakerd_reports_total", MetricKind::kCounter, kReportLabels, 1,
+        "Reported call outcomes since the breaker was created, by outcome "
+        "class and by effect on the breaker (counted_success, "
+        "counted_failure, neutral, late: from an earlier generation, no "
+        "state change)."),
+    Def("breakerd_failure_rate", MetricKind::kGauge, kDependency, 1,
+        "Share of counted failures among counted outcomes in the breaker's "
+        "sliding window, 0 to 1 (0 when the window is empty)."),
+    Def("breakerd_state_seconds_total", MetricKind::kCounter, kStateLabels, 1,
+        "Seconds the breaker has spent in each state since it was created, "
+        "including the current stretch."),
+    Def("breakerd_call_duration_seconds", MetricKind::kHistogram, kDependency,
+        1,
+        "Latency of the guarded calls as reported by the application, in "
+        "seconds (reports without a latency are not observed).",
+        kLatencyBucketBounds),
+    Def("breakerd_retries_total", MetricKind::kCounter, kDecisionLabels, 0,
+        "Acquire calls with attempt > 0: granted by the retry budget or "
+        "rejected (budget spent, or breaker not closed)."),
+    // Per process.
+    Def("breakerd_breakers", MetricKind::kGauge, {}, 0,
+        "Breakers currently held in memory (one per dependency name seen and "
+        "not evicted; capped by limits.max_breakers)."),
+    Def("breakerd_build_info", MetricKind::kGauge, kVersion, 0,
+        "Always 1; the version label is the running breakerd version."),
+    Def("breakerd_config_reloads_total", MetricKind::kCounter, kResult, 0,
+        "Config reload attempts since start: success (the new file is in "
+        "force) or failure (the file was refused whole, the old one stays)."),
+    Def("breakerd_unknown_permits_total", MetricKind::kCounter, {}, 0,
+        "Reports refused because their permit was never issued by this "
+        "process (garbage, or from before a restart); they change nothing."),
+    Def("breakerd_watch_streams", MetricKind::kGauge, {}, 0,
+        "Watch streams currently open."),
+};
+
+constexpr State kAllStates[] = {State::kClosed, State::kHalfOpen, State::kOpen,
+                                State::kForcedOpen, State::kForcedClosed};
+
+uint64_t Call(const std::function<uint64_t()>& fn) { return fn ? fn() : 0; }
+
+bool Has(FamilySet families, FamilyId id) {
+  return families.test(static_cast<size_t>(id));
+}
+
+}  // namespace
+
+absl::string_view MetricKindName(MetricKind kind) {
+  switch (kind) {
+    case MetricKind::kCounter:
+      return "counter";
+    case MetricKind::kGauge:
+      return "gauge";
+    case MetricKind::kHistogram:
+      return "histogram";
+  }
+  return "untyped";
+}
+
+const FamilyDef& Family(FamilyId id) { return kFamilies[static_cast<int>(id)]; }
+
+double StateGaugeValue(State state) {
+  switch (state) {
+    case State::kClosed:
+      return 0;
+    case State::kHalfOpen:
+      return 1;
+    case State::kOpen:
+      return 2;
+    case State::kForcedOpen:
+      return 3;
+    case State::kForcedClosed:
+      return 4;
+  }
+  return 0;
+}
+
+void EmitBreakerSamples(const BreakerSnapshot& s, FamilySet families,
+                        SampleSink* sink) {
+  const absl::string_view dep = s.dependency;
+
+  if (Has(families, FamilyId::kState)) {
+    sink->AddSample(FamilyId::kState, {dep}, StateGaugeValue(s.state));
+  }
+
+  if (Has(families, FamilyId::kTransitions)) {
+    for (const BreakerSnapshot::TransitionCount& t : s.transitions) {
+      if (t.count == 0) continue;
+      sink->AddCount(FamilyId::kTransitions,
+                     {dep, StateName(t.from), StateName(t.to),
+                      TransitionReasonName(t.reason)},
+                     t.count);
+    }
+  }
+
+  if (Has(families, FamilyId::kAcquires)) {
+    for (int d = 0; d < kDecisionCount; ++d) {
+      if (s.acquires[d] == 0) continue;
+      sink->AddCount(FamilyId::kAcquires,
+                     {dep, DecisionName(static_cast<Decision>(d))},
+                     s.acquires[d]);
+    }
+  }
+
+  if (Has(families, FamilyId::kReports)) {
+    for (int c = 1; c < kOutcomeClassCount; ++c) {
+      for (int e = 1; e < kEffectCount; ++e) {
+        const uint64_t n = s.reports[c][e];
+        if (n == 0) continue;
+        sink->AddCount(FamilyId::kReports,
+                       {dep, OutcomeClassName(static_cast<OutcomeClass>(c)),
+                        EffectName(static_cast<Effect>(e))},
+                       n);
+      }
+    }
+  }
+
+  if (Has(families, FamilyId::kFailureRate)) {
+    sink->AddSample(FamilyId::kFailureRate, {dep}, s.failure_rate);
+  }
+
+  if (Has(families, FamilyId::kStateSeconds)) {
+    for (State st : kAllStates) {
+      const double seconds = s.state_seconds[static_cast<int>(st)];
+      if (seconds <= 0) continue;
+      sink->AddSample(FamilyId::kStateSeconds, {dep, StateName(st)}, seconds);
+    }
+  }
+
+  if (Has(families, FamilyId::kCallDuration) && s.latency_count > 0) {
+    // The snapshot holds per-bucket counts; Prometheus buckets are
+    // cumulative (le = "less than or equal").
+    std::array<uint64_t, kLatencyBuckets> cumulative;
+    uint64_t total = 0;
+    for (int b = 0; b < kLatencyBuckets; ++b) {
+      total += s.latency_buckets[b];
+      cumulative[b] = total;
+    }
+    HistogramSample h;
+    h.cumulative_counts = cumulative;
+    h.count = s.latency_count;
+    h.sum = s.latency_sum_seconds;
+    sink->AddHistogram(FamilyId::kCallDuration, {dep}, h);
+  }
+
+  if (Has(families, FamilyId::kRetries)) {
+    if (s.retries_granted > 0) {
+      sink->AddCount(FamilyId::kRetries, {dep, "granted"}, s.retries_granted);
+    }
+    if (s.retries_rejected > 0) {
+      sink->AddCount(FamilyId::kRetries, {dep, "rejected"}, s.retries_rejected);
+    }
+  }
+}
+
+void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
+                        size_t breakers, FamilySet families, SampleSink* sink) {
+  if (Has(families, FamilyId::kBreakers)) {
+    sink->AddCount(FamilyId::kBreakers, {}, breakers);
+  }
+  if (Has(families, FamilyId::kBuildInfo)) {
+    sink->AddSample(FamilyId::kBuildInfo, {stats.version}, 1);
+  }
+  if (Has(families, FamilyId::kConfigReloads)) {
+    sink->AddCount(FamilyId::kConfigReloads, {"success"},
+                   Call(stats.reload_successes));
+    sink->AddCount(FamilyId::kConfigReloads, {"failure"},
+                   Call(stats.reload_failures));
+  }
+  if (Has(families, FamilyId::kUnknownPermits)) {
+    sink->AddCount(FamilyId::kUnknownPermits, {}, registry.unknown_permits());
+  }
+  if (Has(families, FamilyId::kWatchStreams)) {
+    sink->AddCount(FamilyId::kWatchStreams, {}, Call(stats.watch_streams));
+  }
+}
+
+size_t EmitSamples(const Registry& registry, const ProcessStats& stats,
+                   SampleSink* sink) {
+  size_t breakers = 0;
+  const FamilySet all = AllFamilies();
+  registry.ForEach([&](const BreakerSnapshot& s) {
+    ++breakers;
+    EmitBreakerSamples(s, all, sink);
+  });
+  EmitProcessSamples(registry, stats, breakers, all, sink);
+  return breakers;
+}
+
+}  // namespace breakerd

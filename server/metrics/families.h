@@ -1,0 +1,161 @@
+// The metric families breakerd exports, defined once: their names, HELP
+// texts, types and label names (Family()), and the one piece of code that
+// decides which samples a scrape contains (the Emit* functions). Two renderings
+// consume the samples through the SampleSink interface:
+//   - RegistryCollector::Collect() builds prometheus-cpp MetricFamily values
+//     (the Collectable, see collector.h);
+//   - AppendTextExposition() writes the Prometheus text format directly
+//     (text_format.h), which is what /metrics serves.
+// Because both are fed by the same Emit* code, they cannot disagree on what
+// is exported; only the rendering differs.
+//
+// Families (every one has a HELP line saying what its values mean):
+//   per breaker      breakerd_state, breakerd_transitions_total,
+//                    breakerd_acquire_total, breakerd_reports_total,
+//                    breakerd_failure_rate, breakerd_state_seconds_total,
+//                    breakerd_call_duration_seconds (histogram),
+//                    breakerd_retries_total
+//   per process      breakerd_breakers, breakerd_build_info,
+//                    breakerd_config_reloads_total,
+//                    breakerd_unknown_permits_total, breakerd_watch_streams
+//
+// To keep a scrape of max_breakers breakers small, per-breaker counters are
+// exported only for label combinations that have counted something (a
+// combination appears the first time it is non-zero), and the latency
+// histogram only for breakers that have a reported latency. breakerd_state
+// and breakerd_failure_rate are exported for every breaker.
+//
+// Thread-safety: the family table is immutable; the Emit* functions may run
+// on several threads at once, each with its own sink. EmitSamples takes the
+// Registry's shard locks one at a time and calls the sink with a shard
+// locked: such a sink must be quick and must not call into the Registry.
+#ifndef BREAKERD_SERVER_METRICS_FAMILIES_H_
+#define BREAKERD_SERVER_METRICS_FAMILIES_H_
+
+#include <bitset>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "server/engine/registry.h"
+#include "server/engine/types.h"
+
+namespace breakerd {
+
+// Process-level numbers that do not live in the Registry. Each function is
+// called once per scrape; an empty function exports 0.
+// REQUIRES: every function is thread-safe and cheap.
+struct ProcessStats {
+  // Exported as breakerd_build_info{version}.
+  std::string version;
+  // Config reloads applied / refused since start
+  // (breakerd_config_reloads_total{result="success"|"failure"}).
+  std::function<uint64_t()> reload_successes;
+  std::function<uint64_t()> reload_failures;
+  // Open Watch streams (breakerd_watch_streams).
+  std::function<uint64_t()> watch_streams;
+};
+
+// Every family, in exposition order.
+enum class FamilyId : int {
+  kState,
+  kTransitions,
+  kAcquires,
+  kReports,
+  kFailureRate,
+  kStateSeconds,
+  kCallDuration,
+  kRetries,
+  kBreakers,
+  kBuildInfo,
+  kConfigReloads,
+  kUnknownPermits,
+  kWatchStreams,
+};
+inline constexpr int kFamilyCount = 13;
+
+enum class MetricKind { kCounter, kGauge, kHistogram };
+
+// The Prometheus TYPE keyword: "counter", "gauge" or "histogram".
+absl::string_view MetricKindName(MetricKind kind);
+
+struct FamilyDef {
+  absl::string_view name;
+  absl::string_view help;  // one line; no backslash, no newline
+  MetricKind kind;
+  // Label names, in the order EmitSamples passes their values. For a
+  // histogram, the "le" label of its buckets is not listed.
+  absl::Span<const absl::string_view> labels;
+  // For histograms: the finite upper bounds of the buckets, increasing (the
+  // +Inf bucket is implied). Empty for other kinds.
+  absl::Span<const double> bucket_bounds;
+  // Samples a typical breaker contributes (0 for process families and for
+  // families most breakers leave empty); only a hint for reserving memory.
+  int samples_per_breaker;
+};
+
+// The definition of `id`. The returned reference is valid forever.
+const FamilyDef& Family(FamilyId id);
+
+// Label values of one sample, in the order of FamilyDef::labels.
+using LabelValues = std::initializer_list<absl::string_view>;
+
+// One histogram sample (one breaker's latency).
+struct HistogramSample {
+  // Observations <= each finite bound of the family (cumulative), one per
+  // FamilyDef::bucket_bounds entry.
+  absl::Span<const uint64_t> cumulative_counts;
+  // All observations: the +Inf bucket and _count.
+  uint64_t count = 0;
+  double sum = 0;
+};
+
+// Receives the samples of one scrape. Samples of different families arrive
+// interleaved (breaker by breaker); a sink groups them by family.
+class SampleSink {
+ public:
+  virtual ~SampleSink() = default;
+  // A counter or gauge sample with a floating-point value.
+  virtual void AddSample(FamilyId family, LabelValues labels, double value) = 0;
+  // A counter or gauge sample with an integer value (exact in text).
+  virtual void AddCount(FamilyId family, LabelValues labels,
+                        uint64_t value) = 0;
+  // REQUIRES: `family` is a histogram.
+  virtual void AddHistogram(FamilyId family, LabelValues labels,
+                            const HistogramSample& histogram) = 0;
+};
+
+// A set of families: which samples an Emit call feeds to its sink.
+using FamilySet = std::bitset<kFamilyCount>;
+inline FamilySet AllFamilies() { return FamilySet().set(); }
+inline FamilySet OnlyFamily(FamilyId id) {
+  return FamilySet().set(static_cast<size_t>(id));
+}
+
+// Feeds the samples of one breaker that belong to `families` to `sink`.
+void EmitBreakerSamples(const BreakerSnapshot& snapshot, FamilySet families,
+                        SampleSink* sink);
+
+// Feeds the process-level samples that belong to `families` to `sink`;
+// `breakers` is the number of breakers the scrape saw (breakerd_breakers).
+// Calls the functions of `stats` only for the families asked for.
+void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
+                        size_t breakers, FamilySet families, SampleSink* sink);
+
+// Every sample of one scrape: reads each breaker of `registry` once (one
+// Registry::ForEach, calling the sink with the breaker's shard locked), then
+// the process-level numbers. Returns the number of breakers seen.
+size_t EmitSamples(const Registry& registry, const ProcessStats& stats,
+                   SampleSink* sink);
+
+// The value of breakerd_state for `state`: 0 closed, 1 half-open, 2 open,
+// 3 forced open, 4 forced closed.
+double StateGaugeValue(State state);
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_METRICS_FAMILIES_H_

@@ -1,0 +1,315 @@
+#include "server/metrics/text_format.h"
+
+#include <array>
+#include <cassert>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace breakerd {
+namespace {
+
+// The letter after the backslash that escapes `c` in a label value, or 0 if
+// `c` stands for itself.
+constexpr char LabelEscape(char c) {
+  return c == '\\' ? '\\' : c == '"' ? '"' : c == '\n' ? 'n' : 0;
+}
+// The same for HELP text, where a double quote stands for itself.
+constexpr char HelpEscape(char c) { return c == '"' ? 0 : LabelEscape(c); }
+
+template <char (*Escape)(char)>
+constexpr std::array<char, 256> EscapeTable() {
+  std::array<char, 256> table{};
+  for (int c = 0; c < 256; ++c) table[c] = Escape(static_cast<char>(c));
+  return table;
+}
+constexpr std::array<char, 256> kLabelEscapes = EscapeTable<LabelEscape>();
+constexpr std::array<char, 256> kHelpEscapes = EscapeTable<HelpEscape>();
+
+// Writes `text` at `p` with every byte that `escapes` maps to a letter
+// replaced by a backslash and that letter; returns the end. REQUIRES: room
+// for 2 * text.size() bytes at `p`.
+char* WriteEscaped(absl::string_view text, const std::array<char, 256>& escapes,
+                   char* p) {
+  for (char c : text) {
+    const char letter = escapes[static_cast<unsigned char>(c)];
+    if (letter == 0) {
+      *p++ = c;
+    } else {
+      *p++ = '\\';
+      *p++ = letter;
+    }
+  }
+  return p;
+}
+
+void AppendEscaped(absl::string_view text, const std::array<char, 256>& escapes,
+                   std::string* out) {
+  const size_t size = out->size();
+  out->resize(size + 2 * text.size());
+  out->resize(WriteEscaped(text, escapes, out->data() + size) - out->data());
+}
+
+// Longest text FormatValue and FormatCount write, with a newline.
+constexpr size_t kMaxNumber = 32;
+
+char* FormatCount(uint64_t value, char* p) {
+  return std::to_chars(p, p + kMaxNumber, value).ptr;
+}
+
+char* FormatValue(double value, char* p) {
+  if (std::isnan(value)) {
+    memcpy(p, "NaN", 3);
+    return p + 3;
+  }
+  if (std::isinf(value)) {
+    memcpy(p, value > 0 ? "+Inf" : "-Inf", 4);
+    return p + 4;
+  }
+  // Small whole numbers (states, counts kept as doubles) are common, and the
+  // integer path is several times cheaper than the shortest-double search.
+  if (value >= 0 && value < 1e15 && value == std::floor(value)) {
+    return FormatCount(static_cast<uint64_t>(value), p);
+  }
+  return std::to_chars(p, p + kMaxNumber, value).ptr;
+}
+
+// A histogram bound as the "le" label value. Spelled as prometheus-cpp
+// spells it (%.16g: "0.005", "120", "1000000"), so the series are the same
+// whichever path rendered them.
+std::string BoundLabel(double bound) {
+  if (std::isinf(bound)) return bound > 0 ? "+Inf" : "-Inf";
+  char buf[kMaxNumber];
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), bound,
+                                               std::chars_format::general, 16);
+  return std::string(buf, r.ptr - buf);
+}
+
+// A family's fixed pieces of text, built once per scrape.
+struct FamilyText {
+  explicit FamilyText(const FamilyDef& def) : def(def) {
+    for (size_t i = 0; i < def.labels.size(); ++i) {
+      label_openers.push_back(
+          absl::StrCat(i == 0 ? "{" : "\",", def.labels[i], "=\""));
+    }
+    bucket = absl::StrCat(def.name, "_bucket");
+    sum = absl::StrCat(def.name, "_sum");
+    count = absl::StrCat(def.name, "_count");
+    for (double bound : def.bucket_bounds) {
+      bucket_tails.push_back(absl::StrCat(BoundLabel(bound), "\"} "));
+    }
+    bucket_tails.push_back("+Inf\"} ");
+  }
+
+  const FamilyDef& def;
+  // For label i: what precedes its value (`{name="` or `",name="`).
+  std::vector<std::string> label_openers;
+  // Histograms: the series names and, per bucket (+Inf last), what follows
+  // `le="` up to the count.
+  std::string bucket, sum, count;
+  std::vector<std::string> bucket_tails;
+};
+
+// Text written through a cursor into a std::string sized ahead, so that a
+// line costs one capacity check instead of one per piece.
+class Writer {
+ public:
+  // Writes after the current end of `out`; `expected` bytes is the first
+  // guess of the room needed.
+  Writer(std::string* out, size_t expected) : out_(out), end_(out->size()) {
+    out_->resize(end_ + expected);
+  }
+  // Cuts `out` to what was written.
+  ~Writer() { out_->resize(end_); }
+
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // Room for `n` more bytes: write them at the returned cursor, then Commit
+  // the new end.
+  char* Reserve(size_t n) {
+    if (out_->size() - end_ < n) out_->resize(2 * out_->size() + n);
+    return out_->data() + end_;
+  }
+  void Commit(const char* end) { end_ = end - out_->data(); }
+
+  // The bytes written so far, from `from` (stable only until the next
+  // Reserve).
+  const char* at(size_t from) const { return out_->data() + from; }
+  size_t size() const { return end_; }
+
+  void Append(absl::string_view text) {
+    char* p = Reserve(text.size());
+    memcpy(p, text.data(), text.size());
+    Commit(p + text.size());
+  }
+
+ private:
+  std::string* const out_;
+  size_t end_;  // what is written: out_[0, end_); the rest is room
+};
+
+char* Copy(absl::string_view text, char* p) {
+  memcpy(p, text.data(), text.size());
+  return p + text.size();
+}
+
+// Writes samples as text lines through a Writer. The caller feeds it one
+// family at a time, so lines of a family stay together.
+class TextSink final : public SampleSink {
+ public:
+  explicit TextSink(Writer* out) : out_(out) {
+    for (int i = 0; i < kFamilyCount; ++i) {
+      families_.emplace_back(Family(static_cast<FamilyId>(i)));
+    }
+  }
+
+  void AddSample(FamilyId family, LabelValues labels, double value) override {
+    const FamilyText& f = families_[static_cast<int>(family)];
+    WriteLine(f.def.name, f, labels,
+              [value](char* p) { return FormatValue(value, p); });
+  }
+
+  void AddCount(FamilyId family, LabelValues labels, uint64_t value) override {
+    const FamilyText& f = families_[static_cast<int>(family)];
+    WriteLine(f.def.name, f, labels,
+              [value](char* p) { return FormatCount(value, p); });
+  }
+
+  void AddHistogram(FamilyId family, LabelValues labels,
+                    const HistogramSample& h) override {
+    const FamilyText& f = families_[static_cast<int>(family)];
+    // Every bucket line starts with the same `name_bucket{labels,le="`:
+    // written once, then copied.
+    const size_t head_start = out_->size();
+    out_->Commit(WriteSeries(f.bucket, f, labels, kLeLabelFollows, 0));
+    const size_t head_size = out_->size() - head_start;
+    for (size_t b = 0; b < f.bucket_tails.size(); ++b) {
+      const std::string& tail = f.bucket_tails[b];
+      char* p = out_->Reserve(head_size + tail.size() + kMaxNumber + 1);
+      if (b > 0) {
+        memcpy(p, out_->at(head_start), head_size);
+        p += head_size;
+      }
+      p = Copy(tail, p);
+      p = FormatCount(
+          b < h.cumulative_counts.size() ? h.cumulative_counts[b] : h.count, p);
+      *p++ = '\n';
+      out_->Commit(p);
+    }
+    WriteLine(f.sum, f, labels,
+              [&h](char* p) { return FormatValue(h.sum, p); });
+    WriteLine(f.count, f, labels,
+              [&h](char* p) { return FormatCount(h.count, p); });
+  }
+
+ private:
+  // What WriteSeries ends with.
+  enum Close {
+    kValueFollows,    // `} ` (or ` ` without labels)
+    kLeLabelFollows,  // `,le="` (or `{le="` without labels)
+  };
+
+  // Writes `series{l0="v0",l1="v1"` and `close`, leaving room for `extra`
+  // more bytes; returns the cursor, uncommitted.
+  char* WriteSeries(absl::string_view series, const FamilyText& f,
+                    LabelValues values, Close close, size_t extra) {
+    assert(values.size() == f.label_openers.size());
+    size_t room = series.size() + 8 + extra;
+    const std::string* opener = f.label_openers.data();
+    for (absl::string_view value : values) {
+      room += opener++->size() + 2 * value.size();
+    }
+    char* p = Copy(series, out_->Reserve(room));
+    if (values.size() == 0) {
+      return Copy(close == kValueFollows ? " " : "{le=\"", p);
+    }
+    opener = f.label_openers.data();
+    for (absl::string_view value : values) {
+      p = Copy(*opener++, p);
+      p = WriteEscaped(value, kLabelEscapes, p);
+    }
+    return Copy(close == kValueFollows ? "\"} " : "\",le=\"", p);
+  }
+
+  // One sample line: the series, the value `format` writes, a newline.
+  template <typename Format>
+  void WriteLine(absl::string_view series, const FamilyText& f,
+                 LabelValues values, Format format) {
+    char* p = WriteSeries(series, f, values, kValueFollows, kMaxNumber + 1);
+    p = format(p);
+    *p++ = '\n';
+    out_->Commit(p);
+  }
+
+  Writer* const out_;
+  std::vector<FamilyText> families_;  // indexed by FamilyId
+};
+
+// Bytes a typical breaker adds to `def`'s samples: a guess for reserve().
+size_t BytesPerBreaker(const FamilyDef& def) {
+  // The name, a short value per label, a number.
+  size_t line = def.name.size() + 32 + 24 * def.labels.size();
+  if (def.kind == MetricKind::kHistogram) {
+    line = (line + 16) * (def.bucket_bounds.size() + 3);
+  }
+  return line * def.samples_per_breaker;
+}
+
+// `# HELP name help` and `# TYPE name type` lines.
+std::string FamilyHeader(const FamilyDef& def) {
+  std::string header = absl::StrCat("# HELP ", def.name, " ");
+  AppendEscapedHelp(def.help, &header);
+  absl::StrAppend(&header, "\n# TYPE ", def.name, " ", MetricKindName(def.kind),
+                  "\n");
+  return header;
+}
+
+}  // namespace
+
+void AppendEscapedLabelValue(absl::string_view value, std::string* out) {
+  AppendEscaped(value, kLabelEscapes, out);
+}
+
+void AppendEscapedHelp(absl::string_view help, std::string* out) {
+  AppendEscaped(help, kHelpEscapes, out);
+}
+
+void AppendSampleValue(double value, std::string* out) {
+  char buf[kMaxNumber];
+  out->append(buf, FormatValue(value, buf) - buf);
+}
+
+void AppendTextExposition(const Registry& registry, const ProcessStats& stats,
+                          std::string* out) {
+  // Copy every breaker's snapshot first (one Registry pass): each shard is
+  // locked only while its breakers are copied, not while their text is
+  // written, and the text is then written family by family straight into
+  // `out`. (Rendering inside the pass into one buffer per family and
+  // joining them measured twice as slow: fresh buffers, then a second copy
+  // of every byte.)
+  const std::vector<BreakerSnapshot> breakers = registry.List();
+  size_t expected = 4096;
+  for (int i = 0; i < kFamilyCount; ++i) {
+    expected +=
+        breakers.size() * BytesPerBreaker(Family(static_cast<FamilyId>(i)));
+  }
+  Writer writer(out, expected);
+  TextSink sink(&writer);
+  for (int i = 0; i < kFamilyCount; ++i) {
+    const FamilyId id = static_cast<FamilyId>(i);
+    writer.Append(FamilyHeader(Family(id)));
+    const FamilySet only = OnlyFamily(id);
+    for (const BreakerSnapshot& b : breakers) {
+      EmitBreakerSamples(b, only, &sink);
+    }
+    EmitProcessSamples(registry, stats, breakers.size(), only, &sink);
+  }
+}
+
+}  // namespace breakerd
