@@ -23,7 +23,8 @@ class Clock {
   absl::Time Now() const { return absl::FromUnixNanos(NowNanos()); }
 };
 
-// The process's monotonic clock (std::chrono::steady_clock).
+// The process's monotonic clock: CLOCK_MONOTONIC_COARSE where its
+// resolution is at most 10 ms (cheap to read), else CLOCK_MONOTONIC.
 class MonotonicClock final : public Clock {
  public:
   int64_t NowNanos() const override;
