@@ -7,13 +7,15 @@
 // RegistryCollector renders them two ways from the same samples:
 //   - Collect(): prometheus-cpp MetricFamily values, so the collector is a
 //     prometheus::Collectable like any other (the data model stays separate
-//     from the HTTP server). It costs about 2 us per breaker, and
-//     prometheus-cpp's TextSerializer over its result ten times that.
+//     from the HTTP server).
 //   - AppendText(): the Prometheus text format written directly
-//     (text_format.h), about 1 to 2 us per breaker in all. breakerd serves
-//     /metrics with this; the Collectable is registered with the Exposer on
-//     /metrics-prometheus-cpp, a reference rendering for cross-checks that
-//     is not meant to be scraped (see server_runner.cc).
+//     (text_format.h). Collect() plus prometheus-cpp's TextSerializer costs
+//     over ten times as much for the same text (bench/scrape_bench).
+// breakerd serves /metrics with AppendText(). The Collectable stays
+// registered with the Exposer, on /metrics-prometheus-cpp: a reference
+// rendering to cross-check the fast one in a running process (it also
+// carries prometheus-cpp's exposer_* self-metrics and gzip); it is not
+// meant to be scraped (see server_runner.cc).
 //
 // Thread-safety: Collect() and AppendText() are const and may run on several
 // HTTP threads at once; they take only the Registry's own locks, one shard

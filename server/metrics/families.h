@@ -1,7 +1,7 @@
 // The metric families breakerd exports, defined once: their names, HELP
 // texts, types and label names (Family()), and the one piece of code that
-// decides which samples a scrape contains (the Emit* functions). Two renderings
-// consume the samples through the SampleSink interface:
+// decides which samples a scrape contains (the Emit* functions). Two
+// renderings consume the samples through the SampleSink interface:
 //   - RegistryCollector::Collect() builds prometheus-cpp MetricFamily values
 //     (the Collectable, see collector.h);
 //   - AppendTextExposition() writes the Prometheus text format directly
@@ -114,8 +114,9 @@ struct HistogramSample {
   double sum = 0;
 };
 
-// Receives the samples of one scrape. Samples of different families arrive
-// interleaved (breaker by breaker); a sink groups them by family.
+// Receives the samples of one scrape, in the order they are emitted:
+// EmitSamples interleaves families breaker by breaker (Collect()'s sink
+// groups them by family); the text writer emits one family at a time.
 class SampleSink {
  public:
   virtual ~SampleSink() = default;

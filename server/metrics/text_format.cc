@@ -55,7 +55,8 @@ void AppendEscaped(absl::string_view text, const std::array<char, 256>& escapes,
   out->resize(WriteEscaped(text, escapes, out->data() + size) - out->data());
 }
 
-// Longest text FormatValue and FormatCount write, with a newline.
+// Room for what FormatValue and FormatCount write (at most 24 characters:
+// "-2.2250738585072014e-308").
 constexpr size_t kMaxNumber = 32;
 
 char* FormatCount(uint64_t value, char* p) {

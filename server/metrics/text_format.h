@@ -2,14 +2,14 @@
 // metrics, written straight into one string: what /metrics serves.
 //
 // prometheus-cpp's path (Collect() into MetricFamily objects, then its
-// TextSerializer over an ostream) costs hundreds of milliseconds for 10k
-// breakers; this writer renders the same samples (families.h decides them
-// for both) in one pass over the Registry at a small fraction of that. The
-// output carries the same families, HELP and TYPE lines, label names and
-// values, and sample values as RegistryCollector::Collect() serialized by
-// prometheus-cpp; only number spelling may differ (shortest round-trip form
-// here, e.g. "1e+06", "NaN") and histogram lines come in the conventional
-// order (buckets, _sum, _count).
+// TextSerializer over an ostream) costs over ten times as much for the same
+// samples (bench/scrape_bench). The output carries the same families, HELP
+// and TYPE lines, label names and values (histogram "le" values included)
+// and sample values as prometheus-cpp's rendering of
+// RegistryCollector::Collect(); only the spelling of values may differ
+// (shortest round-trip form here, where prometheus-cpp writes 16
+// significant digits; "NaN" for its "Nan") and histogram lines come in the
+// conventional order (buckets, _sum, _count).
 //
 // Thread-safety: every function is thread-safe; AppendTextExposition takes
 // the Registry's shard locks one at a time (see EmitSamples).
@@ -41,8 +41,9 @@ void AppendTextExposition(const Registry& registry, const ProcessStats& stats,
 void AppendEscapedLabelValue(absl::string_view value, std::string* out);
 // A HELP text: backslash and newline escaped as \\ and \n.
 void AppendEscapedHelp(absl::string_view help, std::string* out);
-// A sample value: the shortest text that parses back to exactly `value`
-// ("0.1", "42", "1e+21"), or +Inf, -Inf, NaN.
+// A sample value: a whole number below 1e15 as an integer ("42",
+// "1000000"), any other finite value as the shortest text that parses back
+// to exactly it ("0.1", "0.8333333333333334", "1e+21"), or +Inf, -Inf, NaN.
 void AppendSampleValue(double value, std::string* out);
 
 }  // namespace breakerd

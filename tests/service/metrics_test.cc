@@ -1,14 +1,26 @@
 // Tests of what operators see: the /metrics families produced by
-// RegistryCollector from the live Registry, and the JSON log lines (event
-// "transition" and the escaping every line relies on).
+// RegistryCollector from the live Registry (the text /metrics serves, checked
+// against prometheus-cpp's rendering of the same Collectable), the text
+// format's building blocks, and the JSON log lines (event "transition" and
+// the escaping every line relies on).
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,6 +30,8 @@
 #include "server/engine/registry.h"
 #include "server/log/json_log.h"
 #include "server/metrics/collector.h"
+#include "server/metrics/families.h"
+#include "server/metrics/text_format.h"
 
 namespace breakerd {
 namespace {
@@ -45,6 +59,152 @@ ReportRequestFacts Facts(OutcomeClass c, absl::Duration latency) {
   return f;
 }
 
+// ---------------------------------------------------------------------------
+// A parser for the text format, to compare two renderings as a Prometheus
+// server would see them.
+
+// One scrape as a Prometheus server stores it.
+struct ParsedExposition {
+  // Family name -> {HELP text, TYPE}.
+  std::map<std::string, std::pair<std::string, std::string>> families;
+  // `name{label="value",...}` (labels sorted by name, values C-escaped) ->
+  // sample value.
+  std::map<std::string, double> samples;
+};
+
+// Undoes the text format's escaping: \\, \n and (in label values) \".
+std::string Unescape(absl::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\' || i + 1 == text.size()) {
+      out.push_back(text[i]);
+      continue;
+    }
+    const char next = text[++i];
+    out.push_back(next == 'n' ? '\n' : next);
+  }
+  return out;
+}
+
+double ParseSampleValue(absl::string_view text) {
+  if (text == "+Inf") return std::numeric_limits<double>::infinity();
+  if (text == "-Inf") return -std::numeric_limits<double>::infinity();
+  if (text == "NaN" || text == "Nan") {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  double value = 0;
+  EXPECT_TRUE(absl::SimpleAtod(text, &value)) << "bad value: " << text;
+  return value;
+}
+
+// Parses `text`, failing the test on a malformed line, a sample outside its
+// family's block (after that family's TYPE line), a family described twice
+// or a sample given twice.
+ParsedExposition ParseExposition(absl::string_view text) {
+  ParsedExposition out;
+  EXPECT_TRUE(text.empty() || absl::EndsWith(text, "\n"));
+  std::string family;  // the family whose HELP or TYPE came last
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&line, "# HELP ")) {
+      const std::pair<std::string, std::string> name_help =
+          absl::StrSplit(line, absl::MaxSplits(' ', 1));
+      family = name_help.first;
+      EXPECT_EQ(out.families.count(family), 0u) << "described twice: " << line;
+      out.families[family].first = Unescape(name_help.second);
+      continue;
+    }
+    if (absl::ConsumePrefix(&line, "# TYPE ")) {
+      const std::pair<std::string, std::string> name_type =
+          absl::StrSplit(line, ' ');
+      EXPECT_EQ(name_type.first, family) << "TYPE without its HELP: " << line;
+      out.families[family].second = name_type.second;
+      continue;
+    }
+    EXPECT_NE(line[0], '#') << line;
+
+    const size_t name_end = line.find_first_of("{ ");
+    const std::string name(line.substr(0, name_end));
+    const std::string& type = out.families[family].second;
+    const bool in_family =
+        name == family || (type == "histogram" && (name == family + "_bucket" ||
+                                                   name == family + "_sum" ||
+                                                   name == family + "_count"));
+    EXPECT_TRUE(in_family) << "outside its family (" << family << "): " << line;
+
+    std::vector<std::string> labels;
+    absl::string_view rest = line.substr(name_end);
+    if (absl::ConsumePrefix(&rest, "{")) {
+      while (!absl::ConsumePrefix(&rest, "}")) {
+        absl::ConsumePrefix(&rest, ",");
+        const size_t eq = rest.find("=\"");
+        if (eq == absl::string_view::npos) {
+          ADD_FAILURE() << "bad labels: " << line;
+          return out;
+        }
+        const absl::string_view label = rest.substr(0, eq);
+        rest.remove_prefix(eq + 2);
+        size_t end = 0;
+        while (end < rest.size() && rest[end] != '"') {
+          end += rest[end] == '\\' ? 2 : 1;
+        }
+        labels.push_back(absl::StrCat(
+            label, "=\"", absl::CEscape(Unescape(rest.substr(0, end))), "\""));
+        rest.remove_prefix(std::min(end + 1, rest.size()));
+      }
+    }
+    std::sort(labels.begin(), labels.end());
+    EXPECT_TRUE(absl::ConsumePrefix(&rest, " ")) << line;
+    const std::string key =
+        labels.empty()
+            ? name
+            : absl::StrCat(name, "{", absl::StrJoin(labels, ","), "}");
+    EXPECT_EQ(out.samples.count(key), 0u) << "given twice: " << line;
+    out.samples[key] = ParseSampleValue(rest);
+  }
+  return out;
+}
+
+// prometheus-cpp writes 16 significant digits, which need not round-trip;
+// the text writer writes the shortest form that does.
+bool SameValue(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (a == b) return true;
+  return std::fabs(a - b) <= 1e-15 * std::max(std::fabs(a), std::fabs(b));
+}
+
+// The same families (HELP, TYPE) and the same samples.
+void ExpectSameExposition(const ParsedExposition& actual,
+                          const ParsedExposition& expected) {
+  EXPECT_EQ(actual.families, expected.families);
+  std::set<std::string> actual_keys, expected_keys;
+  for (const auto& [key, value] : actual.samples) actual_keys.insert(key);
+  for (const auto& [key, value] : expected.samples) expected_keys.insert(key);
+  EXPECT_EQ(actual_keys, expected_keys);
+  for (const auto& [key, value] : actual.samples) {
+    const auto it = expected.samples.find(key);
+    if (it == expected.samples.end()) continue;
+    EXPECT_TRUE(SameValue(value, it->second))
+        << key << ": " << value << " vs " << it->second;
+  }
+}
+
+// prometheus-cpp's text rendering of `collector`'s Collect().
+std::string PrometheusCppText(const RegistryCollector& collector) {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, collector.Collect());
+  return out.str();
+}
+
+// What /metrics serves for `collector`; checks that it says what
+// prometheus-cpp's rendering of the same Collectable says.
+std::string ServedText(const RegistryCollector& collector) {
+  std::string text;
+  collector.AppendText(&text);
+  ExpectSameExposition(ParseExposition(text),
+                       ParseExposition(PrometheusCppText(collector)));
+  return text;
+}
+
 class MetricsTest : public ::testing::Test {
  protected:
   MetricsTest()
@@ -67,12 +227,9 @@ class MetricsTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status();
   }
 
-  // The text exposition of one scrape.
-  std::string Scrape() const {
-    std::ostringstream out;
-    prometheus::TextSerializer().Serialize(out, collector_->Collect());
-    return out.str();
-  }
+  // The text exposition of one scrape, as /metrics serves it (checked
+  // against prometheus-cpp's rendering of the same scrape).
+  std::string Scrape() const { return ServedText(*collector_); }
 
   // Every sample of one scrape: `name{labels}` -> value.
   std::map<std::string, double> Samples() const {
@@ -80,14 +237,8 @@ class MetricsTest : public ::testing::Test {
     for (absl::string_view line : absl::StrSplit(Scrape(), '\n')) {
       if (line.empty() || line[0] == '#') continue;
       const size_t space = line.rfind(' ');
-      double value = 0;
-      const absl::string_view text = line.substr(space + 1);
-      if (text == "+Inf") {
-        value = std::numeric_limits<double>::infinity();
-      } else {
-        EXPECT_TRUE(absl::SimpleAtod(text, &value)) << line;
-      }
-      samples[std::string(line.substr(0, space))] = value;
+      samples[std::string(line.substr(0, space))] =
+          ParseSampleValue(line.substr(space + 1));
     }
     return samples;
   }
@@ -257,6 +408,242 @@ TEST_F(MetricsTest, UnknownPermitsAreCounted) {
   Call("b", OutcomeClass::kSuccess, absl::ZeroDuration());
   EXPECT_FALSE(registry_.Report("b", 12345, ok).ok());
   EXPECT_EQ(Samples().at("breakerd_unknown_permits_total"), 2);
+}
+
+// Every kind of sample at once: each state, every transition reason the
+// engine records, shadow decisions, retries granted and refused, late and
+// neutral reports, latencies in the first, middle and +Inf buckets, and a
+// label value that needs escaping. The served text must say what
+// prometheus-cpp's rendering of Collect() says.
+TEST_F(MetricsTest, ServedTextMatchesPrometheusCppInEveryState) {
+  auto shadow = std::make_shared<Policy>(*TestPolicies()->defaults);
+  shadow->match = "shadow/*";
+  shadow->mode = Mode::kShadow;
+  auto policies = std::make_shared<PolicySet>(*TestPolicies());
+  policies->policies.push_back(shadow);
+  registry_.ApplyPolicies(policies);
+
+  Call("svc/closed", OutcomeClass::kSuccess, absl::Milliseconds(3));
+  Call("svc/closed", OutcomeClass::kSuccess, absl::Milliseconds(200));
+  Call("svc/closed", OutcomeClass::kSuccess, absl::Seconds(500));  // +Inf
+  Call("svc/closed", OutcomeClass::kAuthError, absl::ZeroDuration());
+
+  // A permit taken before the trip reports late.
+  absl::StatusOr<AcquireResult> early = registry_.Acquire("svc/open", 0);
+  ASSERT_TRUE(early.ok() && early->allowed);
+  for (const char* dep : {"svc/open", "svc/half-open", "svc/reclosed",
+                          "svc/reopened", "shadow/x"}) {
+    for (int i = 0; i < 5; ++i) {
+      Call(dep, OutcomeClass::kTimeout, absl::Milliseconds(30));
+    }
+  }
+  ASSERT_TRUE(registry_
+                  .Report("svc/open", early->permit,
+                          Facts(OutcomeClass::kSuccess, absl::ZeroDuration()))
+                  .ok());
+  ASSERT_TRUE(registry_.Acquire("svc/open", 0).ok());  // rejected: open
+  ASSERT_TRUE(registry_.Acquire("svc/open", 1).ok());  // retry refused
+  ASSERT_TRUE(registry_.Acquire("shadow/x", 0).ok());  // shadow rejection
+
+  clock_.Advance(absl::Seconds(30));  // every cooldown ends
+  for (const char* dep : {"svc/half-open", "svc/reclosed", "svc/reopened"}) {
+    absl::StatusOr<AcquireResult> probe = registry_.Acquire(dep, 0);
+    ASSERT_TRUE(probe.ok() && probe->probe) << dep;
+    if (std::string(dep) == "svc/half-open") continue;  // probe in flight
+    const OutcomeClass outcome = std::string(dep) == "svc/reclosed"
+                                     ? OutcomeClass::kSuccess
+                                     : OutcomeClass::kServerError;
+    ASSERT_TRUE(
+        registry_
+            .Report(dep, probe->permit, Facts(outcome, absl::Milliseconds(7)))
+            .ok());
+  }
+  ASSERT_TRUE(registry_.Acquire("svc/half-open", 0).ok());  // in flight
+
+  ASSERT_TRUE(registry_.ForceOpen("svc/forced-open").ok());
+  ASSERT_TRUE(registry_.Acquire("svc/forced-open", 0).ok());
+  ASSERT_TRUE(registry_.ForceClose("svc/forced-closed").ok());
+  ASSERT_TRUE(registry_.ForceOpen("svc/reset").ok());
+  ASSERT_TRUE(registry_.Reset("svc/reset").ok());
+
+  // Retries: the budget grants some, then refuses.
+  Call("svc/retried", OutcomeClass::kSuccess, absl::ZeroDuration());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(registry_.Acquire("svc/retried", 1).ok());
+  }
+  clock_.Advance(absl::Milliseconds(1234));  // fractional state seconds
+
+  ProcessStats stats;
+  stats.version = "2.0 \"rc\" C:\\breakerd\nsecond line";
+  stats.reload_successes = [] { return uint64_t{1} << 60; };
+  const RegistryCollector collector(&registry_, stats);
+  const std::string text = ServedText(collector);
+
+  // The scenario produced what it meant to (else the comparison is weak).
+  for (const char* expected :
+       {"breakerd_state{dependency=\"svc/half-open\"} 1",
+        "breakerd_state{dependency=\"svc/reopened\"} 2",
+        "breakerd_state{dependency=\"svc/forced-open\"} 3",
+        "breakerd_state{dependency=\"svc/forced-closed\"} 4",
+        "reason=\"probe_succeeded\"",
+        "reason=\"probe_failed\"",
+        "reason=\"forced_closed\"",
+        "reason=\"reset\"",
+        "decision=\"shadow_rejected_open\"",
+        "decision=\"rejected_probe_in_flight\"",
+        "decision=\"rejected_forced_open\"",
+        "decision=\"rejected_retry_budget\"",
+        "effect=\"late\"",
+        "effect=\"neutral\"",
+        "breakerd_retries_total{dependency=\"svc/open\",decision=\"rejected\"} "
+        "1",
+        "breakerd_retries_total{dependency=\"svc/"
+        "retried\",decision=\"granted\"}",
+        "{dependency=\"svc/closed\",le=\"120\"} 2",
+        "{dependency=\"svc/closed\",le=\"+Inf\"} 3",
+        "breakerd_build_info{version=\"2.0 \\\"rc\\\" C:\\\\breakerd\\nsecond "
+        "line\"} 1",
+        "breakerd_config_reloads_total{result=\"success\"} "
+        "1152921504606846976"}) {
+    EXPECT_THAT(text, HasSubstr(expected));
+  }
+}
+
+// The exact text for one breaker with one call.
+TEST_F(MetricsTest, ServedTextIsExactForOneBreaker) {
+  Call("db/main", OutcomeClass::kSuccess, absl::Milliseconds(3));
+  clock_.Advance(absl::Milliseconds(2500));
+  auto header = [](FamilyId id) {
+    const FamilyDef& f = Family(id);
+    return absl::StrCat("# HELP ", f.name, " ", f.help, "\n# TYPE ", f.name,
+                        " ", MetricKindName(f.kind), "\n");
+  };
+  const std::string d = "{dependency=\"db/main\"";
+  std::string buckets;
+  for (const char* le : {"0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5",
+                         "1", "2.5", "5", "10", "30", "60", "120", "+Inf"}) {
+    absl::StrAppend(&buckets, "breakerd_call_duration_seconds_bucket", d,
+                    ",le=\"", le, "\"} 1\n");
+  }
+  EXPECT_EQ(
+      Scrape(),
+      absl::StrCat(
+          header(FamilyId::kState), "breakerd_state", d, "} 0\n",
+          header(FamilyId::kTransitions), header(FamilyId::kAcquires),
+          "breakerd_acquire_total", d, ",decision=\"allowed\"} 1\n",
+          header(FamilyId::kReports), "breakerd_reports_total", d,
+          ",class=\"success\",effect=\"counted_success\"} 1\n",
+          header(FamilyId::kFailureRate), "breakerd_failure_rate", d, "} 0\n",
+          header(FamilyId::kStateSeconds), "breakerd_state_seconds_total", d,
+          ",state=\"closed\"} 2.5\n", header(FamilyId::kCallDuration), buckets,
+          "breakerd_call_duration_seconds_sum", d, "} 0.003\n",
+          "breakerd_call_duration_seconds_count", d, "} 1\n",
+          header(FamilyId::kRetries), header(FamilyId::kBreakers),
+          "breakerd_breakers 1\n", header(FamilyId::kBuildInfo),
+          "breakerd_build_info{version=\"1.2.3\"} 1\n",
+          header(FamilyId::kConfigReloads),
+          "breakerd_config_reloads_total{result=\"success\"} 3\n"
+          "breakerd_config_reloads_total{result=\"failure\"} 1\n",
+          header(FamilyId::kUnknownPermits),
+          "breakerd_unknown_permits_total 0\n", header(FamilyId::kWatchStreams),
+          "breakerd_watch_streams 7\n"));
+}
+
+// Long names need more room than the writer first sets aside per breaker.
+TEST_F(MetricsTest, ServedTextIsCompleteWhenNamesAreLong) {
+  for (char c : {'a', 'b', 'c'}) {
+    const std::string dep(kMaxDependencyLength, c);
+    Call(dep, OutcomeClass::kSuccess, absl::Milliseconds(3));
+    Call(dep, OutcomeClass::kTimeout, absl::Seconds(1));
+    ASSERT_TRUE(registry_.Acquire(dep, 1).ok());
+  }
+  const std::string text = Scrape();  // compared with prometheus-cpp's
+  EXPECT_THAT(text, ::testing::EndsWith("breakerd_watch_streams 7\n"));
+}
+
+TEST_F(MetricsTest, AppendTextAppendsToWhatIsThere) {
+  std::string text = "prefix\n";
+  collector_->AppendText(&text);
+  EXPECT_THAT(text, ::testing::StartsWith("prefix\n# HELP breakerd_state "));
+  EXPECT_THAT(text, ::testing::EndsWith("breakerd_watch_streams 7\n"));
+}
+
+// ---------------------------------------------------------------------------
+// The text format's building blocks.
+
+std::string LabelValue(absl::string_view s) {
+  std::string out;
+  AppendEscapedLabelValue(s, &out);
+  return out;
+}
+
+std::string Help(absl::string_view s) {
+  std::string out;
+  AppendEscapedHelp(s, &out);
+  return out;
+}
+
+std::string Value(double v) {
+  std::string out;
+  AppendSampleValue(v, &out);
+  return out;
+}
+
+TEST(TextFormatTest, EscapesBackslashQuoteAndNewlineInLabelValues) {
+  EXPECT_EQ(LabelValue("plain/dep-1.2:x@y"), "plain/dep-1.2:x@y");
+  EXPECT_EQ(LabelValue("a\"b"), "a\\\"b");
+  EXPECT_EQ(LabelValue("C:\\dir"), "C:\\\\dir");
+  EXPECT_EQ(LabelValue("l1\nl2"), "l1\\nl2");
+  EXPECT_EQ(LabelValue("\\\"\n"), "\\\\\\\"\\n");
+  // Other bytes, UTF-8 included, stand for themselves.
+  EXPECT_EQ(LabelValue("tab\there caf\xc3\xa9 \r"), "tab\there caf\xc3\xa9 \r");
+  EXPECT_EQ(LabelValue(""), "");
+}
+
+TEST(TextFormatTest, EscapesBackslashAndNewlineInHelpButNotQuotes) {
+  EXPECT_EQ(Help("say \"hi\""), "say \"hi\"");
+  EXPECT_EQ(Help("a\\b\nc"), "a\\\\b\\nc");
+}
+
+TEST(TextFormatTest, HelpTextsNeedNoEscaping) {
+  // prometheus-cpp writes HELP unescaped; the two renderings agree only
+  // while no HELP text has a backslash or a newline.
+  for (int i = 0; i < kFamilyCount; ++i) {
+    const FamilyDef& f = Family(static_cast<FamilyId>(i));
+    EXPECT_EQ(Help(f.help), f.help) << f.name;
+  }
+}
+
+TEST(TextFormatTest, SampleValuesUsePrometheusSpellings) {
+  EXPECT_EQ(Value(0), "0");
+  EXPECT_EQ(Value(-0.0), "0");
+  EXPECT_EQ(Value(4), "4");
+  EXPECT_EQ(Value(1e6), "1000000");
+  EXPECT_EQ(Value(0.1), "0.1");
+  EXPECT_EQ(Value(2.5), "2.5");
+  EXPECT_EQ(Value(-2), "-2");
+  EXPECT_EQ(Value(5.0 / 6.0), "0.8333333333333334");
+  EXPECT_EQ(Value(1e21), "1e+21");
+  EXPECT_EQ(Value(1e-7), "1e-07");
+  EXPECT_EQ(Value(std::numeric_limits<double>::infinity()), "+Inf");
+  EXPECT_EQ(Value(-std::numeric_limits<double>::infinity()), "-Inf");
+  EXPECT_EQ(Value(std::numeric_limits<double>::quiet_NaN()), "NaN");
+}
+
+TEST(TextFormatTest, SampleValuesRoundTripExactly) {
+  for (double v : {0.1 + 0.2, 1.0 / 3.0, 0.003 + 5 * 0.2, 123456.789e-3,
+                   std::numeric_limits<double>::min(),
+                   std::numeric_limits<double>::denorm_min(),
+                   std::numeric_limits<double>::max(), 9007199254740993.0,
+                   1e15 + 0.5, -1e-300}) {
+    double parsed = 0;
+    ASSERT_TRUE(absl::SimpleAtod(Value(v), &parsed)) << Value(v);
+    EXPECT_EQ(parsed, v) << Value(v);
+  }
+}
+
+TEST(TextFormatTest, ContentTypeNamesTheFormatVersion) {
+  EXPECT_EQ(kTextFormatContentType, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 TEST(StateGaugeValueTest, MatchesTheDocumentedEncoding) {
