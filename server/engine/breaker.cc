@@ -1,6 +1,7 @@
 #include "server/engine/breaker.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <utility>
 
@@ -65,19 +66,33 @@ Decision RejectionDecision(RejectReason r) {
   }
 }
 
-// reports_ keeps three counters per class: counted (success or failure,
-// which the class decides), neutral, late.
-int ReportSlot(Effect e) {
-  switch (e) {
-    case Effect::kCountedSuccess:
-    case Effect::kCountedFailure:
-      return 0;
-    case Effect::kNeutral:
-      return 1;
-    case Effect::kLate:
-      return 2;
+// reports_ keeps, per class, only the effects the class can have: its
+// verdict's effect under rate_limited "count" (slot 2 * (class - 1)) and
+// late (the next slot); rate limited, which "ignore" makes neutral, has one
+// more slot at the end.
+constexpr int kRateLimitedNeutralSlot = 2 * (kOutcomeClassCount - 1);
+
+Effect NaturalEffect(OutcomeClass c) {
+  switch (VerdictFor(c, RateLimitedHandling::kCount)) {
+    case Verdict::kSuccess:
+      return Effect::kCountedSuccess;
+    case Verdict::kFailure:
+      return Effect::kCountedFailure;
+    case Verdict::kNeutral:
+      break;
   }
-  return 1;
+  return Effect::kNeutral;
+}
+
+int ReportSlot(OutcomeClass c, Effect e) {
+  const int base = 2 * (static_cast<int>(c) - 1);
+  if (e == Effect::kLate) return base + 1;
+  if (c == OutcomeClass::kRateLimited && e == Effect::kNeutral) {
+    return kRateLimitedNeutralSlot;
+  }
+  // Every other class has exactly one effect besides late.
+  assert(e == NaturalEffect(c));
+  return base;
 }
 
 }  // namespace
@@ -116,35 +131,35 @@ uint64_t Breaker::MakePermit(bool probe, uint32_t seq) const {
   const uint32_t payload =
       static_cast<uint32_t>((generation_ & kGenerationMask) << 8) |
       ((seq & 0x7F) << 1) | (probe ? 1u : 0u);
-  return (uint64_t{Tag(context_->permit_secret,
-                       reinterpret_cast<uintptr_t>(this), payload)}
-          << 32) |
+  return (uint64_t{Tag(context_->permit_secret, Identity(), payload)} << 32) |
          payload;
 }
 
 bool Breaker::PermitIsOurs(uint64_t permit) const {
   const uint32_t payload = static_cast<uint32_t>(permit);
   return static_cast<uint32_t>(permit >> 32) ==
-         Tag(context_->permit_secret, reinterpret_cast<uintptr_t>(this),
-             payload);
+         Tag(context_->permit_secret, Identity(), payload);
 }
 
 void Breaker::CacheWidths() {
-  window_width_ = std::max<int64_t>(
+  // Microseconds in 32 bits: config validation bounds both at 1 s .. 1 h,
+  // so a bucket is 100 ms .. 360 s.
+  window_width_us_ = static_cast<uint32_t>(std::max<int64_t>(
+      1, absl::ToInt64Microseconds(policy_->failure_rate.window) /
+             kWindowBuckets));
+  budget_width_us_ = static_cast<uint32_t>(std::max<int64_t>(
       1,
-      absl::ToInt64Nanoseconds(policy_->failure_rate.window) / kWindowBuckets);
-  budget_width_ = std::max<int64_t>(
-      1, absl::ToInt64Nanoseconds(policy_->retry_budget.ttl) / kWindowBuckets);
+      absl::ToInt64Microseconds(policy_->retry_budget.ttl) / kWindowBuckets));
 }
 
 WindowCounts Breaker::Window(Instant now) const {
-  const auto sum = window_.Sum(now.ns, window_width_);
+  const auto sum = window_.Sum(now.ns, WindowWidth());
   return WindowCounts{sum[kCalls], sum[kFailures], sum[kSlow]};
 }
 
 bool Breaker::RetryAllowed(Instant now) const {
   const Policy::RetryBudget& rb = policy_->retry_budget;
-  const auto sum = budget_.Sum(now.ns, budget_width_);
+  const auto sum = budget_.Sum(now.ns, BudgetWidth());
   const double allowance = rb.ratio * static_cast<double>(sum[kFirsts]) +
                            rb.min_per_second * absl::ToDoubleSeconds(rb.ttl);
   return static_cast<double>(sum[kRetries]) + 1 <= allowance;
@@ -246,7 +261,7 @@ std::optional<TransitionReason> Breaker::RecordClosed(Instant now,
                                                       bool slow,
                                                       bool may_trip) {
   if (verdict == Verdict::kNeutral) return std::nullopt;
-  const int64_t width = window_width_;
+  const int64_t width = WindowWidth();
   window_.Add(now.ns, width, kCalls);
   if (verdict == Verdict::kFailure) {
     window_.Add(now.ns, width, kFailures);
@@ -347,13 +362,13 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
   // Retry budget accounting reflects what enforce mode decided.
   if (retry) {
     if (r.reason == RejectReason::kNone) {
-      budget_.Add(now.ns, budget_width_, kRetries);
+      budget_.Add(now.ns, BudgetWidth(), kRetries);
       ++retries_granted_;
     } else {
       ++retries_rejected_;
     }
   } else if (r.reason == RejectReason::kNone) {
-    budget_.Add(now.ns, budget_width_, kFirsts);
+    budget_.Add(now.ns, BudgetWidth(), kFirsts);
   }
   return r;
 }
@@ -420,7 +435,7 @@ absl::StatusOr<ReportResult> Breaker::Report(
       *transition = Close(now, before, TransitionReason::kProbeSucceeded);
     }
   }
-  ++reports_[static_cast<int>(in.outcome) - 1][ReportSlot(r.effect)];
+  ++reports_[ReportSlot(in.outcome, r.effect)];
   r.state = DerivedState(now);
   return r;
 }
@@ -451,14 +466,14 @@ Transition Breaker::Reset() {
 
 void Breaker::SetPolicy(std::shared_ptr<const Policy> policy) {
   const Instant now = NowInstant();
-  const int64_t old_window = window_width_, old_budget = budget_width_;
+  const int64_t old_window = WindowWidth(), old_budget = BudgetWidth();
   policy_ = std::move(policy);
   CacheWidths();
-  if (window_width_ != old_window) {
-    window_.Rebucket(now.ns, old_window, window_width_);
+  if (WindowWidth() != old_window) {
+    window_.Rebucket(now.ns, old_window, WindowWidth());
   }
-  if (budget_width_ != old_budget) {
-    budget_.Rebucket(now.ns, old_budget, budget_width_);
+  if (BudgetWidth() != old_budget) {
+    budget_.Rebucket(now.ns, old_budget, BudgetWidth());
   }
 }
 
@@ -498,17 +513,13 @@ BreakerSnapshot Breaker::Snapshot() const {
   s.acquires = acquires_;
   for (int c = 1; c < kOutcomeClassCount; ++c) {
     const auto cls = static_cast<OutcomeClass>(c);
-    // A class is counted as a success or as a failure, never both (rate
-    // limited "ignore" makes it neutral, not a success).
-    const Effect counted =
-        VerdictFor(cls, RateLimitedHandling::kCount) == Verdict::kSuccess
-            ? Effect::kCountedSuccess
-            : Effect::kCountedFailure;
-    const auto& slots = reports_[c - 1];
-    s.reports[c][static_cast<int>(counted)] = slots[0];
-    s.reports[c][static_cast<int>(Effect::kNeutral)] = slots[1];
-    s.reports[c][static_cast<int>(Effect::kLate)] = slots[2];
+    for (Effect e : {NaturalEffect(cls), Effect::kLate}) {
+      s.reports[c][static_cast<int>(e)] = reports_[ReportSlot(cls, e)];
+    }
   }
+  s.reports[static_cast<int>(OutcomeClass::kRateLimited)]
+           [static_cast<int>(Effect::kNeutral)] =
+      reports_[kRateLimitedNeutralSlot];
   s.retries_granted = retries_granted_;
   s.retries_rejected = retries_rejected_;
   if (transitions_ != nullptr) s.transitions = *transitions_;

@@ -116,6 +116,8 @@ class Breaker {
   uint64_t Identity() const;
   // Recomputes the bucket widths from policy_.
   void CacheWidths();
+  int64_t WindowWidth() const { return int64_t{window_width_us_} * 1000; }
+  int64_t BudgetWidth() const { return int64_t{budget_width_us_} * 1000; }
   WindowCounts Window(Instant now) const;
   bool RetryAllowed(Instant now) const;
   absl::Duration NextCooldown(absl::Duration hint) const;
@@ -152,6 +154,8 @@ class Breaker {
   // Set once the open -> half-open transition has been recorded for the
   // current open period (half-open itself is derived, not stored).
   bool half_open_seen_ = false;
+  // Numbers the probes (7 bits go into the permit).
+  uint8_t probe_seq_ = 0;
   // A hash of dependency_, mixed into permit tags (fills what would be
   // padding; set once in the constructor).
   uint32_t name_hash_ = 0;
@@ -161,26 +165,26 @@ class Breaker {
   uint64_t generation_ = 0;
   uint32_t escalation_ = 0;
   uint32_t consecutive_failures_ = 0;
-  uint32_t probe_successes_ = 0;
-  uint32_t probe_seq_ = 0;
   // The permit of the probe out, 0 if none; its lease ends at probe_until_.
   uint64_t probe_permit_ = 0;
   int64_t probe_until_ns_ = 0;
   int64_t last_activity_ns_ = 0;
 
-  // Bucket widths in nanoseconds, derived from policy_.
-  int64_t window_width_ = 1;
-  int64_t budget_width_ = 1;
+  // Bucket widths in microseconds, derived from policy_ (CacheWidths).
+  uint32_t window_width_us_ = 1;
+  uint32_t budget_width_us_ = 1;
   BucketRing<3> window_;
   BucketRing<2> budget_;
+  // Probe successes in a row in the current half-open period.
+  uint32_t probe_successes_ = 0;
 
   // Metrics, read at scrape time through Snapshot().
   int64_t state_entered_ns_ = 0;
   std::array<double, kStateCount> state_seconds_{};
   std::array<uint64_t, kDecisionCount> acquires_{};
-  // Per class (index class - 1): counted, neutral, late; Snapshot() spreads
-  // them over the effects.
-  std::array<std::array<uint64_t, 3>, kOutcomeClassCount - 1> reports_{};
+  // Report counts, only for the effects each class can have (see
+  // ReportSlot in breaker.cc); Snapshot() spreads them over the effects.
+  std::array<uint64_t, 2 * (kOutcomeClassCount - 1) + 1> reports_{};
   uint64_t retries_granted_ = 0;
   uint64_t retries_rejected_ = 0;
   // Allocated at the first transition: most breakers never move.
