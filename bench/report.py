@@ -106,8 +106,10 @@ def main():
 
     # --- engine ---------------------------------------------------------
     w("## Engine: Acquire+Report pair in process\n")
-    w("Median of 5 repetitions (Google Benchmark real time per operation per "
-      "thread). Peers do the same pair on the same machine in the same run: "
+    w("Median of 5 repetitions. Every figure is wall time per operation as "
+      "each thread sees it: Google Benchmark's real time for a multi-thread "
+      "run is wall time / operations of all threads, so it is multiplied by "
+      "the thread count here. Peers do the same pair on the same machine in the same run: "
       "resilience4j 2.4.0 (JMH; `registry.circuitBreaker(name)` + "
       "`tryAcquirePermission` + `onSuccess`) and sony/gobreaker v2.4.0 "
       "(`go test -bench`; map lookup + `Allow` + `done`). See "
@@ -122,14 +124,18 @@ def main():
     gb = peer_rows(gob)
     w("| case | breakerd ns | resilience4j ns | gobreaker ns | breakerd / resilience4j | breakerd / gobreaker |")
     w("|---|---|---|---|---|---|")
+    def per_thread(key):
+        b = engine.get(key)
+        return b["real_time"] * b.get("threads", 1) if b else None
+
     for label, key, peer_key in rows:
-        ours = engine.get(key, {}).get("real_time")
+        ours = per_thread(key)
         a, b = r4.get(peer_key), gb.get(peer_key)
         w(f"| {label} | {fmt(ours)} | {fmt(a)} | {fmt(b)} | "
           f"{fmt(ours / a, 2) if ours and a else '—'} | "
           f"{fmt(ours / b, 2) if ours and b else '—'} |")
-    one = engine.get(rows[0][1], {}).get("real_time")
-    two = engine.get(rows[1][1], {}).get("real_time")
+    one = per_thread(rows[0][1])
+    two = per_thread(rows[1][1])
     w("")
     if one:
         w(f"- Target: pair at most {ENGINE_PAIR_TARGET_NS:.0f} ns on one "
