@@ -1,0 +1,500 @@
+// End-to-end tests of breakerctl: each test starts the real breakerd (see
+// BreakerdProcess) with an admin token file, drives it over gRPC, and runs
+// the real breakerctl binary as a child process, checking its stdout, stderr
+// and exit code the way an operator's shell would see them.
+//
+// Every wait is bounded and polls; nothing sleeps a fixed time and assumes.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "breakerd/v1/breaker.grpc.pb.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/breakerd_process.h"
+#include "yaml-cpp/yaml.h"
+
+extern char** environ;
+
+namespace breakerd {
+namespace {
+
+namespace v1 = ::breakerd::v1;
+
+constexpr char kAdminToken[] = "ctl-admin-token-91c2";
+constexpr absl::Duration kCtlTimeout = absl::Seconds(10);
+constexpr absl::Duration kPoll = absl::Milliseconds(5);
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A breakerctl child process with stdout and stderr in files under `dir`.
+class CtlProcess {
+ public:
+  CtlProcess(const std::string& dir, int id)
+      : out_path_(absl::StrCat(dir, "/ctl", id, ".out")),
+        err_path_(absl::StrCat(dir, "/ctl", id, ".err")) {}
+  ~CtlProcess() {
+    if (pid_ > 0 && !exit_code_.has_value()) {
+      kill(pid_, SIGKILL);
+      Wait(absl::Seconds(5));
+    }
+  }
+
+  bool Start(const std::vector<std::string>& args) {
+    std::vector<std::string> all = {BREAKERCTL_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path_.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t empty, defaults;
+    sigemptyset(&empty);
+    sigemptyset(&defaults);
+    for (int s : {SIGINT, SIGTERM, SIGPIPE}) sigaddset(&defaults, s);
+    posix_spawnattr_setsigmask(&attr, &empty);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    const int rc = posix_spawn(&pid_, all[0].c_str(), &actions, &attr,
+                               argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    command_ = absl::StrJoin(all, " ");
+    return rc == 0;
+  }
+
+  // The exit code (128 + signal if killed), or nullopt after `timeout`.
+  std::optional<int> Wait(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!exit_code_.has_value()) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_code_ =
+            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        break;
+      }
+      if (absl::Now() >= deadline) return std::nullopt;
+      absl::SleepFor(kPoll);
+    }
+    return exit_code_;
+  }
+
+  // Waits until stdout contains `substring`; false on timeout or exit.
+  bool WaitForOutput(absl::string_view substring, absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (absl::StrContains(out(), substring)) return true;
+      if (Wait(absl::ZeroDuration()).has_value()) {
+        return absl::StrContains(out(), substring);
+      }
+      absl::SleepFor(kPoll);
+    }
+    return false;
+  }
+
+  void Signal(int signo) { kill(pid_, signo); }
+  std::string out() const { return ReadFile(out_path_); }
+  std::string err() const { return ReadFile(err_path_); }
+  const std::string& command() const { return command_; }
+
+ private:
+  std::string out_path_;
+  std::string err_path_;
+  std::string command_;
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+};
+
+struct CtlResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  std::string command;
+};
+
+std::ostream& operator<<(std::ostream& os, const CtlResult& r) {
+  return os << "`" << r.command << "` exited " << r.exit_code << "\nstdout:\n"
+            << r.out << "stderr:\n"
+            << r.err;
+}
+
+class BreakerctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    token_file_ =
+        proc_.WriteFile("admin-token", absl::StrCat(kAdminToken, "\n"));
+    const std::string config = proc_.WriteFile("config.yaml", R"(
+defaults:
+  consecutive_failures: 5
+  cooldown: { base: 60s, jitter: 0 }
+)");
+    ASSERT_TRUE(
+        proc_.Start({"--config=" + config, "--admin-token-file=" + token_file_},
+                    /*with_unix_socket=*/true));
+    stub_ = proc_.BreakerStub();
+  }
+
+  // Runs breakerctl --target=<breakerd> <args...> to completion.
+  CtlResult Ctl(std::vector<std::string> args, bool with_target = true) {
+    if (with_target) {
+      args.insert(args.begin(), "--target=" + proc_.tcp_address());
+    }
+    CtlProcess ctl(proc_.dir(), next_id_++);
+    CtlResult r;
+    if (!ctl.Start(args)) {
+      ADD_FAILURE() << "cannot spawn " << BREAKERCTL_BINARY;
+      return r;
+    }
+    std::optional<int> code = ctl.Wait(kCtlTimeout);
+    EXPECT_TRUE(code.has_value()) << ctl.command() << " did not exit";
+    r.exit_code = code.value_or(-1);
+    r.out = ctl.out();
+    r.err = ctl.err();
+    r.command = ctl.command();
+    return r;
+  }
+
+  // Five timeouts: the default policy opens `dependency`.
+  void Trip(const std::string& dependency) {
+    for (int i = 0; i < 5; ++i) {
+      grpc::ClientContext actx;
+      actx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(5));
+      v1::AcquireRequest acquire;
+      acquire.set_dependency(dependency);
+      v1::AcquireResponse granted;
+      ASSERT_TRUE(stub_->Acquire(&actx, acquire, &granted).ok());
+      ASSERT_TRUE(granted.allowed());
+      grpc::ClientContext rctx;
+      rctx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(5));
+      v1::ReportRequest report;
+      report.set_dependency(dependency);
+      report.set_permit(granted.permit());
+      report.set_outcome(v1::OUTCOME_TIMEOUT);
+      v1::ReportResponse reported;
+      ASSERT_TRUE(stub_->Report(&rctx, report, &reported).ok());
+    }
+    ASSERT_EQ(State(dependency), v1::STATE_OPEN);
+  }
+
+  // Acquires once so that a closed breaker exists for `dependency`.
+  void Touch(const std::string& dependency) {
+    grpc::ClientContext ctx;
+    v1::AcquireRequest acquire;
+    acquire.set_dependency(dependency);
+    v1::AcquireResponse granted;
+    ASSERT_TRUE(stub_->Acquire(&ctx, acquire, &granted).ok());
+  }
+
+  v1::State State(const std::string& dependency) {
+    grpc::ClientContext ctx;
+    v1::GetStateRequest request;
+    request.set_dependency(dependency);
+    v1::BreakerStatus status;
+    if (!stub_->GetState(&ctx, request, &status).ok()) {
+      return v1::STATE_UNSPECIFIED;
+    }
+    return status.state();
+  }
+
+  BreakerdProcess proc_;
+  std::string token_file_;
+  std::unique_ptr<v1::Breaker::Stub> stub_;
+  int next_id_ = 0;
+};
+
+// The data line of `dependency` in a `list` table, split into columns.
+std::vector<std::string> TableRow(const std::string& table,
+                                  absl::string_view dependency) {
+  for (absl::string_view line : absl::StrSplit(table, '\n')) {
+    std::vector<std::string> cols =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (!cols.empty() && cols[0] == dependency) return cols;
+  }
+  return {};
+}
+
+TEST_F(BreakerctlTest, ListShowsTheOpenBreakerAsTableAndJson) {
+  Touch("b/healthy");
+  Trip("a/tripped");
+
+  CtlResult table = Ctl({"list"});
+  ASSERT_EQ(table.exit_code, 0) << table;
+  const std::vector<std::string> header = TableRow(table.out, "DEPENDENCY");
+  EXPECT_EQ(header,
+            std::vector<std::string>(
+                {"DEPENDENCY", "STATE", "GEN", "RETRY_AFTER", "CALLS",
+                 "FAILURES", "RATE", "CONSEC", "ESCALATION", "POLICY", "MODE"}))
+      << table;
+  const std::vector<std::string> open = TableRow(table.out, "a/tripped");
+  ASSERT_EQ(open.size(), 11u) << table;
+  EXPECT_EQ(open[1], "open");
+  EXPECT_EQ(open[2], "1") << "one transition";
+  EXPECT_EQ(open[7], "5") << "consecutive failures";
+  EXPECT_EQ(open[10], "enforce");
+  const std::vector<std::string> closed = TableRow(table.out, "b/healthy");
+  ASSERT_EQ(closed.size(), 11u) << table;
+  EXPECT_EQ(closed[1], "closed");
+  EXPECT_LT(table.out.find("a/tripped"), table.out.find("b/healthy"))
+      << "sorted by name";
+
+  CtlResult json = Ctl({"--json", "list"});
+  ASSERT_EQ(json.exit_code, 0) << json;
+  YAML::Node array = YAML::Load(json.out);  // JSON is YAML
+  ASSERT_TRUE(array.IsSequence()) << json;
+  ASSERT_EQ(array.size(), 2u) << json;
+  EXPECT_EQ(array[0]["dependency"].as<std::string>(), "a/tripped");
+  EXPECT_EQ(array[0]["state"].as<std::string>(), "STATE_OPEN");
+  EXPECT_EQ(array[0]["consecutive_failures"].as<int>(), 5);
+  EXPECT_EQ(array[1]["dependency"].as<std::string>(), "b/healthy");
+  EXPECT_EQ(array[1]["state"].as<std::string>(), "STATE_CLOSED");
+}
+
+TEST_F(BreakerctlTest, ListOverUnixSocketWithFlagAfterCommand) {
+  Trip("a/tripped");
+  CtlResult r = Ctl({"list", "--json", "--target", proc_.unix_address()},
+                    /*with_target=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"state\":\"STATE_OPEN\"")) << r;
+}
+
+TEST_F(BreakerctlTest, GetPrintsOneBreakerAndUnknownIsNotFound) {
+  Trip("a/tripped");
+  CtlResult text = Ctl({"get", "a/tripped"});
+  ASSERT_EQ(text.exit_code, 0) << text;
+  EXPECT_TRUE(absl::StrContains(text.out, "dependency: a/tripped\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text.out, "state: open\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text.out, "consecutive_failures: 5\n")) << text;
+
+  CtlResult json = Ctl({"get", "a/tripped", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json;
+  YAML::Node object = YAML::Load(json.out);
+  ASSERT_TRUE(object.IsMap()) << json;
+  EXPECT_EQ(object["state"].as<std::string>(), "STATE_OPEN");
+  EXPECT_EQ(object["generation"].as<std::string>(), "1");
+
+  CtlResult missing = Ctl({"get", "never/seen"});
+  EXPECT_EQ(missing.exit_code, 1) << missing;
+  EXPECT_TRUE(absl::StartsWith(missing.err, "breakerctl: NOT_FOUND: "))
+      << missing;
+  EXPECT_EQ(missing.out, "");
+}
+
+TEST_F(BreakerctlTest, ForceOpenForceCloseAndResetWithTheToken) {
+  Trip("a/tripped");
+  Touch("b/healthy");
+
+  CtlResult open =
+      Ctl({"--token-file=" + token_file_, "force-open", "b/healthy"});
+  ASSERT_EQ(open.exit_code, 0) << open;
+  EXPECT_TRUE(absl::StrContains(open.out, "state: forced_open\n")) << open;
+  EXPECT_EQ(State("b/healthy"), v1::STATE_FORCED_OPEN);
+
+  CtlResult close =
+      Ctl({"--token", kAdminToken, "--json", "force-close", "b/healthy"});
+  ASSERT_EQ(close.exit_code, 0) << close;
+  EXPECT_TRUE(absl::StrContains(close.out, "\"state\":\"STATE_FORCED_CLOSED\""))
+      << close;
+  EXPECT_EQ(State("b/healthy"), v1::STATE_FORCED_CLOSED);
+
+  CtlResult reset =
+      Ctl({"--token=" + std::string(kAdminToken), "reset", "a/tripped"});
+  ASSERT_EQ(reset.exit_code, 0) << reset;
+  EXPECT_TRUE(absl::StrContains(reset.out, "state: closed\n")) << reset;
+  EXPECT_TRUE(absl::StrContains(reset.out, "consecutive_failures: 0\n"))
+      << reset;
+  EXPECT_EQ(State("a/tripped"), v1::STATE_CLOSED);
+}
+
+TEST_F(BreakerctlTest, AdminWithoutTheRightTokenIsUnauthenticated) {
+  Trip("a/tripped");
+  const std::string wrong = "not-the-token-5d1e";
+  const std::vector<std::vector<std::string>> refused = {
+      {"reset", "a/tripped"},
+      {"--token=" + wrong, "reset", "a/tripped"},
+      {"--token-file=" + proc_.WriteFile("wrong-token", wrong), "force-close",
+       "a/tripped"},
+      {"--token=" + wrong, "force-open", "a/tripped"},
+  };
+  for (const auto& args : refused) {
+    CtlResult r = Ctl(args);
+    EXPECT_EQ(r.exit_code, 1) << r;
+    EXPECT_TRUE(absl::StartsWith(r.err, "breakerctl: UNAUTHENTICATED")) << r;
+    EXPECT_FALSE(absl::StrContains(r.err + r.out, wrong))
+        << "the token is printed: " << r;
+    EXPECT_EQ(State("a/tripped"), v1::STATE_OPEN) << r;
+  }
+}
+
+TEST_F(BreakerctlTest, WatchPrintsTheInitialStateThenTransitions) {
+  Trip("a/tripped");
+  Touch("b/healthy");
+  CtlProcess watch(proc_.dir(), 100);
+  ASSERT_TRUE(watch.Start(
+      {"--target=" + proc_.tcp_address(), "watch", "a/tripped", "b/healthy"}));
+  ASSERT_TRUE(
+      watch.WaitForOutput("a/tripped unspecified -> open "
+                          "reason=initial gen=1",
+                          kCtlTimeout))
+      << watch.out() << watch.err();
+  ASSERT_TRUE(
+      watch.WaitForOutput("b/healthy unspecified -> closed "
+                          "reason=initial gen=0",
+                          kCtlTimeout))
+      << watch.out() << watch.err();
+
+  CtlResult open =
+      Ctl({"--token-file=" + token_file_, "force-open", "b/healthy"});
+  ASSERT_EQ(open.exit_code, 0) << open;
+  EXPECT_TRUE(watch.WaitForOutput(
+      "b/healthy closed -> forced_open reason=forced_open gen=1", kCtlTimeout))
+      << watch.out() << watch.err();
+
+  watch.Signal(SIGINT);  // Ctrl-C: the stream is cancelled, exit 0
+  std::optional<int> code = watch.Wait(kCtlTimeout);
+  ASSERT_TRUE(code.has_value()) << "watch ignored SIGINT";
+  EXPECT_EQ(*code, 0) << watch.err();
+}
+
+TEST_F(BreakerctlTest, WatchJsonPrintsOneObjectPerLine) {
+  Touch("b/healthy");
+  CtlProcess watch(proc_.dir(), 101);
+  ASSERT_TRUE(watch.Start(
+      {"--target=" + proc_.tcp_address(), "--json", "watch", "b/healthy"}));
+  ASSERT_TRUE(watch.WaitForOutput("\"reason\":\"initial\"", kCtlTimeout))
+      << watch.out() << watch.err();
+  Trip("b/healthy");
+  ASSERT_TRUE(
+      watch.WaitForOutput("\"reason\":\"consecutive_failures\"", kCtlTimeout))
+      << watch.out() << watch.err();
+  watch.Signal(SIGKILL);
+  watch.Wait(kCtlTimeout);
+  std::vector<std::string> lines =
+      absl::StrSplit(watch.out(), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << watch.out();
+  YAML::Node change = YAML::Load(lines[1]);
+  EXPECT_EQ(change["dependency"].as<std::string>(), "b/healthy");
+  EXPECT_EQ(change["previous"].as<std::string>(), "STATE_CLOSED");
+  EXPECT_EQ(change["state"].as<std::string>(), "STATE_OPEN");
+}
+
+TEST_F(BreakerctlTest, UsageErrorsExitTwoAndHelpListsCommands) {
+  const std::vector<std::vector<std::string>> usage_errors = {
+      {"frobnicate"},
+      {},
+      {"get"},
+      {"list", "extra"},
+      {"--no-such-flag", "list"},
+      {"--timeout=soon", "list"},
+      {"--token=a", "--token-file=" + token_file_, "reset", "x"},
+  };
+  for (const auto& args : usage_errors) {
+    CtlResult r = Ctl(args);
+    EXPECT_EQ(r.exit_code, 2) << r;
+    EXPECT_TRUE(absl::StartsWith(r.err, "breakerctl: ")) << r;
+    EXPECT_EQ(r.out, "") << r;
+  }
+
+  CtlResult help = Ctl({"--help"}, /*with_target=*/false);
+  ASSERT_EQ(help.exit_code, 0) << help;
+  for (const char* word :
+       {"list", "get DEP", "watch [DEP...]", "force-open DEP",
+        "force-close DEP", "reset DEP", "simulate", "--target=ADDR",
+        "--token=TOKEN", "--token-file=PATH", "--json", "--timeout=DURATION"}) {
+    EXPECT_TRUE(absl::StrContains(help.out, word)) << word << "\n" << help;
+  }
+}
+
+TEST_F(BreakerctlTest, UnreachableTargetIsUnavailable) {
+  CtlResult r = Ctl({"--target=unix:" + proc_.dir() + "/nobody.sock",
+                     "--timeout=500ms", "list"},
+                    /*with_target=*/false);
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(absl::StartsWith(r.err, "breakerctl: UNAVAILABLE") ||
+              absl::StartsWith(r.err, "breakerctl: DEADLINE_EXCEEDED"))
+      << r;
+}
+
+// simulate needs no server: the temporary directory of an unstarted
+// BreakerdProcess holds its files.
+TEST(BreakerctlSimulateTest, ReplaysATraceThroughTheEngine) {
+  BreakerdProcess files;
+  const std::string config = files.WriteFile("policy.yaml", R"(
+defaults:
+  consecutive_failures: 3
+  cooldown: { base: 10s, jitter: 0 }
+)");
+  const std::string trace = files.WriteFile("trace.jsonl", R"(
+{"t": "2026-11-30T12:00:00.000Z", "dependency": "llm/a", "outcome": "timeout"}
+{"t": "2026-11-30T12:00:01.000Z", "dependency": "llm/a", "outcome": 503}
+{"t": "2026-11-30T12:00:02.000Z", "dependency": "llm/a", "grpc_code": 14}
+{"t": "2026-11-30T12:00:03.000Z", "dependency": "llm/a", "outcome": "success"}
+{"t": "2026-11-30T12:00:04.000Z", "dependency": "llm/a", "outcome": "success"}
+{"t": "2026-11-30T12:00:13.000Z", "dependency": "llm/a", "outcome": "success"}
+{"t": "2026-11-30T12:00:14.000Z", "dependency": "llm/a", "outcome": "success"}
+{"t": "2026-11-30T12:00:01.500Z", "dependency": "db", "outcome": "success"}
+)");
+  CtlProcess ctl(files.dir(), 0);
+  ASSERT_TRUE(ctl.Start({"simulate", "--config=" + config, "--trace", trace}));
+  std::optional<int> code = ctl.Wait(kCtlTimeout);
+  ASSERT_EQ(code, 0) << ctl.err();
+  const std::string out = ctl.out();
+  EXPECT_TRUE(absl::StrContains(
+      out, "db: 1 calls, 1 allowed, 0 refused, 0 probes; final state closed"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out,
+                                "llm/a: 7 calls, 5 allowed, 2 refused "
+                                "(open 2), 1 probes; final state closed"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out,
+                                "+2.000s (2026-11-30T12:00:02.000Z)  "
+                                "closed -> open (consecutive_failures)"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out,
+                                "+13.000s (2026-11-30T12:00:13.000Z)  "
+                                "probe allowed"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "-> closed (probe_succeeded)")) << out;
+
+  const std::string bad =
+      files.WriteFile("bad.jsonl", "{\"t\": 1, \"outcome\": \"timeout\"}\n");
+  CtlProcess refused(files.dir(), 1);
+  ASSERT_TRUE(
+      refused.Start({"simulate", "--config=" + config, "--trace=" + bad}));
+  EXPECT_EQ(refused.Wait(kCtlTimeout), 2);
+  EXPECT_TRUE(absl::StrContains(refused.err(), "line 1: \"dependency\""))
+      << refused.err();
+}
+
+}  // namespace
+}  // namespace breakerd

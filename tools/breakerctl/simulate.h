@@ -1,0 +1,22 @@
+// `breakerctl simulate`: replays a recorded trace of outcomes through the
+// real engine (breakerd::Registry on a FakeClock) under a policy file and
+// reports, per dependency, when its breaker would have opened, probed and
+// closed and how many calls it would have refused. The trace format is in
+// tools/breakerctl/README.md.
+#ifndef BREAKERD_TOOLS_BREAKERCTL_SIMULATE_H_
+#define BREAKERD_TOOLS_BREAKERCTL_SIMULATE_H_
+
+#include <ostream>
+#include <string>
+
+namespace breakerd::ctl {
+
+// Runs the simulation; the report goes to `out` (text, or JSON when `json`),
+// problems with the files to `err`. Returns the process exit code: 0, or 2
+// when the config or the trace cannot be read or parsed.
+int RunSimulate(const std::string& config_path, const std::string& trace_path,
+                bool json, std::ostream& out, std::ostream& err);
+
+}  // namespace breakerd::ctl
+
+#endif  // BREAKERD_TOOLS_BREAKERCTL_SIMULATE_H_
