@@ -68,6 +68,12 @@ HttpResponse HttpGet(int port, absl::string_view path,
 // Metadata value for Admin calls: "Bearer <token>".
 std::string BearerToken(absl::string_view token);
 
+// Starts args[0] with args, stdin from /dev/null, stdout and stderr to
+// `log_path` (truncated), no blocked signals. Returns posix_spawn's result
+// (0 on success) and sets *pid.
+int SpawnLogged(std::vector<std::string> args, const std::string& log_path,
+                pid_t* pid);
+
 class BreakerdProcess {
  public:
   // Creates a private temporary directory (removed by the destructor).
