@@ -559,9 +559,9 @@ int ServerRunner::StartGrpc() {
   }
 
   breaker_service_ = std::make_unique<BreakerServiceImpl>(
-      registry_.get(), watch_hub_.get(), &call_tracker_);
-  admin_service_ =
-      std::make_unique<AdminServiceImpl>(registry_.get(), admin_token_);
+      registry_.get(), watch_hub_.get(), &call_tracker_, &rpc_stats_);
+  admin_service_ = std::make_unique<AdminServiceImpl>(
+      registry_.get(), admin_token_, &rpc_stats_);
 
   TakeDiagnostics();
   grpc::EnableDefaultHealthCheckService(true);
@@ -610,6 +610,8 @@ int ServerRunner::StartMetrics() {
   stats.watch_streams = [hub] {
     return static_cast<uint64_t>(hub->active_streams());
   };
+  const RpcStats* rpc_stats = &rpc_stats_;
+  stats.rpc_methods = [rpc_stats] { return rpc_stats->Snapshot(); };
   collector_ = std::make_shared<RegistryCollector>(registry_.get(), stats);
   g_metrics.store(collector_.get(), std::memory_order_release);
 

@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/service/call_tracker.h"
+#include "server/service/rpc_stats.h"
 
 namespace grpc {
 class Server;
@@ -139,6 +140,8 @@ class ServerRunner {
   // Constant after construction.
   const ServerOptions options_;
   CallTracker call_tracker_;
+  // Handled RPCs and their handling time (read by the metrics collector).
+  RpcStats rpc_stats_;
 
   // Set during startup (main thread), then only read.
   std::optional<std::string> admin_token_;

@@ -15,6 +15,28 @@ constexpr absl::string_view kReportLabels[] = {"dependency", "class", "effect"};
 constexpr absl::string_view kStateLabels[] = {"dependency", "state"};
 constexpr absl::string_view kVersion[] = {"version"};
 constexpr absl::string_view kResult[] = {"result"};
+constexpr absl::string_view kMethodCode[] = {"method", "code"};
+constexpr absl::string_view kMethod[] = {"method"};
+
+constexpr absl::string_view kGrpcCodeNames[kGrpcCodeCount] = {
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+};
 
 // A table row; the fields in the order that reads best in the table.
 FamilyDef Def(absl::string_view name, MetricKind kind,
@@ -76,6 +98,18 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
         "process (garbage, or from before a restart); they change nothing."),
     Def("breakerd_watch_streams", MetricKind::kGauge, {}, 0,
         "Watch streams currently open."),
+    Def("breakerd_grpc_server_handled_total", MetricKind::kCounter, kMethodCode,
+        0,
+        "breakerd's own gRPC calls handled since start, by method and by the "
+        "gRPC status code they ended with (code OK is always exported; other "
+        "codes once they occur). A rejected Acquire is OK. Watch counts "
+        "streams set up, not how they end."),
+    Def("breakerd_grpc_server_handling_seconds", MetricKind::kHistogram,
+        kMethod, 0,
+        "Time breakerd took to handle each of its own gRPC calls, in seconds, "
+        "from the handler's entry to its response being handed to gRPC "
+        "(network and queueing not included; for Watch, the stream set-up).",
+        kRpcLatencyBucketBounds),
 };
 
 constexpr State kAllStates[] = {State::kClosed, State::kHalfOpen, State::kOpen,
@@ -99,6 +133,10 @@ absl::string_view MetricKindName(MetricKind kind) {
       return "histogram";
   }
   return "untyped";
+}
+
+absl::string_view GrpcCodeName(int code) {
+  return code >= 0 && code < kGrpcCodeCount ? kGrpcCodeNames[code] : "UNKNOWN";
 }
 
 const FamilyDef& Family(FamilyId id) { return kFamilies[static_cast<int>(id)]; }
@@ -216,6 +254,32 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
   }
   if (Has(families, FamilyId::kWatchStreams)) {
     sink->AddCount(FamilyId::kWatchStreams, {}, Call(stats.watch_streams));
+  }
+  const bool handled = Has(families, FamilyId::kGrpcHandled);
+  const bool handling = Has(families, FamilyId::kGrpcHandlingSeconds);
+  if ((handled || handling) && stats.rpc_methods) {
+    for (const RpcMethodStats& m : stats.rpc_methods()) {
+      if (handled) {
+        for (int c = 0; c < kGrpcCodeCount; ++c) {
+          if (c != 0 && m.handled[c] == 0) continue;
+          sink->AddCount(FamilyId::kGrpcHandled, {m.method, GrpcCodeName(c)},
+                         m.handled[c]);
+        }
+      }
+      if (handling) {
+        std::array<uint64_t, kRpcLatencyBuckets> cumulative;
+        uint64_t total = 0;
+        for (int b = 0; b < kRpcLatencyBuckets; ++b) {
+          total += m.latency_buckets[b];
+          cumulative[b] = total;
+        }
+        HistogramSample h;
+        h.cumulative_counts = cumulative;
+        h.count = total + m.latency_buckets[kRpcLatencyBuckets];
+        h.sum = m.latency_sum_seconds;
+        sink->AddHistogram(FamilyId::kGrpcHandlingSeconds, {m.method}, h);
+      }
+    }
   }
 }
 

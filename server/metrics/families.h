@@ -17,7 +17,9 @@
 //                    breakerd_retries_total
 //   per process      breakerd_breakers, breakerd_build_info,
 //                    breakerd_config_reloads_total,
-//                    breakerd_unknown_permits_total, breakerd_watch_streams
+//                    breakerd_unknown_permits_total, breakerd_watch_streams,
+//                    breakerd_grpc_server_handled_total,
+//                    breakerd_grpc_server_handling_seconds (histogram)
 //
 // To keep a scrape of max_breakers breakers small, per-breaker counters are
 // exported only for label combinations that have counted something (a
@@ -32,12 +34,14 @@
 #ifndef BREAKERD_SERVER_METRICS_FAMILIES_H_
 #define BREAKERD_SERVER_METRICS_FAMILIES_H_
 
+#include <array>
 #include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -45,6 +49,31 @@
 #include "server/engine/types.h"
 
 namespace breakerd {
+
+// gRPC status codes 0 (OK) .. 16 (UNAUTHENTICATED).
+inline constexpr int kGrpcCodeCount = 17;
+
+// The name of gRPC status code `code` as in the gRPC spec ("OK",
+// "INVALID_ARGUMENT", ...). REQUIRES: 0 <= code < kGrpcCodeCount.
+absl::string_view GrpcCodeName(int code);
+
+// Finite bucket bounds of breakerd_grpc_server_handling_seconds, in seconds.
+inline constexpr int kRpcLatencyBuckets = 10;
+inline constexpr std::array<double, kRpcLatencyBuckets>
+    kRpcLatencyBucketBounds = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025,
+                               0.0005,  0.001,    0.0025,  0.005,  0.01};
+
+// One RPC method's server-side handling numbers (see RpcStats in
+// server/service/rpc_stats.h, which fills them).
+struct RpcMethodStats {
+  absl::string_view method;  // as in the proto: "Acquire", "ForceOpen", ...
+  // Calls handled, by gRPC status code.
+  std::array<uint64_t, kGrpcCodeCount> handled{};
+  // Calls per latency bucket (not cumulative), one per
+  // kRpcLatencyBucketBounds entry, then the calls above the last bound.
+  std::array<uint64_t, kRpcLatencyBuckets + 1> latency_buckets{};
+  double latency_sum_seconds = 0;
+};
 
 // Process-level numbers that do not live in the Registry. Each function is
 // called once per scrape; an empty function exports 0.
@@ -58,6 +87,10 @@ struct ProcessStats {
   std::function<uint64_t()> reload_failures;
   // Open Watch streams (breakerd_watch_streams).
   std::function<uint64_t()> watch_streams;
+  // Every RPC method's handling numbers
+  // (breakerd_grpc_server_handled_total,
+  // breakerd_grpc_server_handling_seconds); empty exports no samples.
+  std::function<std::vector<RpcMethodStats>()> rpc_methods;
 };
 
 // Every family, in exposition order.
@@ -75,8 +108,10 @@ enum class FamilyId : int {
   kConfigReloads,
   kUnknownPermits,
   kWatchStreams,
+  kGrpcHandled,
+  kGrpcHandlingSeconds,
 };
-inline constexpr int kFamilyCount = 13;
+inline constexpr int kFamilyCount = 15;
 
 enum class MetricKind { kCounter, kGauge, kHistogram };
 

@@ -37,26 +37,29 @@ std::string ExpectedAuthorization(const std::optional<std::string>& token) {
 
 // Runs one admin operation: authorize, call `op`, fill the response.
 template <typename Op>
-grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
+grpc::ServerUnaryReactor* Run(RpcStats::Call& call,
+                              grpc::CallbackServerContext* context,
                               const grpc::Status& auth,
                               v1::AdminResponse* response, Op&& op) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (!auth.ok()) {
-    reactor->Finish(auth);
+    call.Finish(reactor, auth);
     return reactor;
   }
   absl::StatusOr<BreakerSnapshot> snapshot = op();
   if (snapshot.ok()) FillBreakerStatus(*snapshot, response->mutable_status());
-  reactor->Finish(ToGrpcStatus(snapshot.status()));
+  call.Finish(reactor, ToGrpcStatus(snapshot.status()));
   return reactor;
 }
 
 }  // namespace
 
 AdminServiceImpl::AdminServiceImpl(Registry* registry,
-                                   std::optional<std::string> token)
+                                   std::optional<std::string> token,
+                                   RpcStats* rpc_stats)
     : registry_(registry),
-      expected_authorization_(ExpectedAuthorization(token)) {}
+      expected_authorization_(ExpectedAuthorization(token)),
+      rpc_stats_(rpc_stats) {}
 
 grpc::Status AdminServiceImpl::Authorize(
     const grpc::CallbackServerContext& context) const {
@@ -84,21 +87,24 @@ grpc::Status AdminServiceImpl::Authorize(
 grpc::ServerUnaryReactor* AdminServiceImpl::ForceOpen(
     grpc::CallbackServerContext* context, const v1::ForceOpenRequest* request,
     v1::AdminResponse* response) {
-  return Run(context, Authorize(*context), response,
+  RpcStats::Call call(rpc_stats_, RpcMethod::kForceOpen);
+  return Run(call, context, Authorize(*context), response,
              [&] { return registry_->ForceOpen(request->dependency()); });
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::ForceClose(
     grpc::CallbackServerContext* context, const v1::ForceCloseRequest* request,
     v1::AdminResponse* response) {
-  return Run(context, Authorize(*context), response,
+  RpcStats::Call call(rpc_stats_, RpcMethod::kForceClose);
+  return Run(call, context, Authorize(*context), response,
              [&] { return registry_->ForceClose(request->dependency()); });
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::Reset(
     grpc::CallbackServerContext* context, const v1::ResetRequest* request,
     v1::AdminResponse* response) {
-  return Run(context, Authorize(*context), response,
+  RpcStats::Call call(rpc_stats_, RpcMethod::kReset);
+  return Run(call, context, Authorize(*context), response,
              [&] { return registry_->Reset(request->dependency()); });
 }
 

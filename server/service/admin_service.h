@@ -16,6 +16,7 @@
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
 #include "server/engine/registry.h"
+#include "server/service/rpc_stats.h"
 
 namespace breakerd {
 
@@ -23,7 +24,10 @@ class AdminServiceImpl final : public v1::Admin::CallbackService {
  public:
   // REQUIRES: `registry` is non-null and outlives the service. `token`:
   // the admin token; nullopt (or an empty token) disables admin.
-  AdminServiceImpl(Registry* registry, std::optional<std::string> token);
+  // `rpc_stats` (may be null; must outlive the service) counts handled calls
+  // and their handling time.
+  AdminServiceImpl(Registry* registry, std::optional<std::string> token,
+                   RpcStats* rpc_stats = nullptr);
 
   AdminServiceImpl(const AdminServiceImpl&) = delete;
   AdminServiceImpl& operator=(const AdminServiceImpl&) = delete;
@@ -51,6 +55,7 @@ class AdminServiceImpl final : public v1::Admin::CallbackService {
   Registry* const registry_;
   // "Bearer <token>", or empty when admin is disabled.
   const std::string expected_authorization_;
+  RpcStats* const rpc_stats_;
 };
 
 }  // namespace breakerd

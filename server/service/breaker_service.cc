@@ -36,18 +36,23 @@ absl::StatusOr<ReportRequestFacts> ReportFacts(
 }  // namespace
 
 BreakerServiceImpl::BreakerServiceImpl(Registry* registry, WatchHub* hub,
-                                       CallTracker* tracker)
-    : registry_(registry), hub_(hub), tracker_(tracker) {}
+                                       CallTracker* tracker,
+                                       RpcStats* rpc_stats)
+    : registry_(registry),
+      hub_(hub),
+      tracker_(tracker),
+      rpc_stats_(rpc_stats) {}
 
 grpc::ServerUnaryReactor* BreakerServiceImpl::Acquire(
     grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
     v1::AcquireResponse* response) {
   const CallTracker::Scope in_flight(tracker_);
+  RpcStats::Call call(rpc_stats_, RpcMethod::kAcquire);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<AcquireResult> result =
       registry_->Acquire(request->dependency(), request->attempt());
   if (result.ok()) FillAcquireResponse(*result, response);
-  reactor->Finish(ToGrpcStatus(result.status()));
+  call.Finish(reactor, ToGrpcStatus(result.status()));
   return reactor;
 }
 
@@ -55,10 +60,11 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::Report(
     grpc::CallbackServerContext* context, const v1::ReportRequest* request,
     v1::ReportResponse* response) {
   const CallTracker::Scope in_flight(tracker_);
+  RpcStats::Call call(rpc_stats_, RpcMethod::kReport);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<ReportRequestFacts> facts = ReportFacts(*request);
   if (!facts.ok()) {
-    reactor->Finish(ToGrpcStatus(facts.status()));
+    call.Finish(reactor, ToGrpcStatus(facts.status()));
     return reactor;
   }
   absl::StatusOr<ReportResult> result =
@@ -67,7 +73,7 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::Report(
     response->set_state(ToProto(result->state));
     response->set_effect(ToProto(result->effect));
   }
-  reactor->Finish(ToGrpcStatus(result.status()));
+  call.Finish(reactor, ToGrpcStatus(result.status()));
   return reactor;
 }
 
@@ -76,13 +82,14 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::AcquireFirst(
     const v1::AcquireFirstRequest* request,
     v1::AcquireFirstResponse* response) {
   const CallTracker::Scope in_flight(tracker_);
+  RpcStats::Call call(rpc_stats_, RpcMethod::kAcquireFirst);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const std::vector<std::string> names(request->dependencies().begin(),
                                        request->dependencies().end());
   absl::StatusOr<AcquireFirstResult> result =
       registry_->AcquireFirst(names, request->attempt());
   if (result.ok()) FillAcquireFirstResponse(*result, names, response);
-  reactor->Finish(ToGrpcStatus(result.status()));
+  call.Finish(reactor, ToGrpcStatus(result.status()));
   return reactor;
 }
 
@@ -90,11 +97,12 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::GetState(
     grpc::CallbackServerContext* context, const v1::GetStateRequest* request,
     v1::BreakerStatus* response) {
   const CallTracker::Scope in_flight(tracker_);
+  RpcStats::Call call(rpc_stats_, RpcMethod::kGetState);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<BreakerSnapshot> snapshot =
       registry_->Get(request->dependency());
   if (snapshot.ok()) FillBreakerStatus(*snapshot, response);
-  reactor->Finish(ToGrpcStatus(snapshot.status()));
+  call.Finish(reactor, ToGrpcStatus(snapshot.status()));
   return reactor;
 }
 
@@ -102,18 +110,23 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::ListStates(
     grpc::CallbackServerContext* context, const v1::ListStatesRequest* request,
     v1::ListStatesResponse* response) {
   const CallTracker::Scope in_flight(tracker_);
+  RpcStats::Call call(rpc_stats_, RpcMethod::kListStates);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   response->mutable_breakers()->Reserve(static_cast<int>(registry_->size()));
   registry_->ForEach([response](const BreakerSnapshot& snapshot) {
     FillBreakerStatus(snapshot, response->add_breakers());
   });
-  reactor->Finish(grpc::Status::OK);
+  call.Finish(reactor, grpc::Status::OK);
   return reactor;
 }
 
 grpc::ServerWriteReactor<v1::StateChange>* BreakerServiceImpl::Watch(
     grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
-  return hub_->StartStream(*request);
+  RpcStats::Call call(rpc_stats_, RpcMethod::kWatch);
+  grpc::ServerWriteReactor<v1::StateChange>* stream =
+      hub_->StartStream(*request);
+  call.Done(grpc::StatusCode::OK);
+  return stream;
 }
 
 }  // namespace breakerd

@@ -12,6 +12,7 @@
 #include "grpcpp/support/server_callback.h"
 #include "server/engine/registry.h"
 #include "server/service/call_tracker.h"
+#include "server/service/rpc_stats.h"
 #include "server/service/watch_hub.h"
 
 namespace breakerd {
@@ -19,9 +20,12 @@ namespace breakerd {
 class BreakerServiceImpl final : public v1::Breaker::CallbackService {
  public:
   // REQUIRES: `registry` and `hub` are non-null and outlive the service.
-  // `tracker` (may be null) counts the unary calls in flight.
+  // `tracker` (may be null) counts the unary calls in flight; `rpc_stats`
+  // (may be null; must outlive the service) counts handled calls and their
+  // handling time.
   BreakerServiceImpl(Registry* registry, WatchHub* hub,
-                     CallTracker* tracker = nullptr);
+                     CallTracker* tracker = nullptr,
+                     RpcStats* rpc_stats = nullptr);
 
   BreakerServiceImpl(const BreakerServiceImpl&) = delete;
   BreakerServiceImpl& operator=(const BreakerServiceImpl&) = delete;
@@ -66,6 +70,7 @@ class BreakerServiceImpl final : public v1::Breaker::CallbackService {
   Registry* const registry_;
   WatchHub* const hub_;
   CallTracker* const tracker_;
+  RpcStats* const rpc_stats_;
 };
 
 }  // namespace breakerd

@@ -5,9 +5,12 @@
 // Time-based rules use short configured cooldowns with jitter 0, and the
 // tests poll (bounded) until the state changes; nothing sleeps and assumes.
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
@@ -807,6 +810,95 @@ TEST_F(BreakerdE2eTest, HealthzIsOk) {
   ASSERT_TRUE(StartWith(""));
   HttpResponse health = proc_.Get("/healthz");
   EXPECT_EQ(health.status, 200) << health.body;
+}
+
+// k. The real /metrics passes `promtool check metrics` (names, units, HELP,
+// histogram shape) after calls of every kind, and carries breakerd's own
+// gRPC handling families.
+TEST_F(BreakerdE2eTest, MetricsPassPromtoolCheck) {
+  constexpr char kPromtool[] = "/usr/bin/promtool";
+  if (access(kPromtool, X_OK) != 0) {
+    GTEST_SKIP() << kPromtool << " not installed (Debian: prometheus)";
+  }
+  const std::string token_file = WriteAdminToken();
+  ASSERT_TRUE(StartWith(R"(
+defaults:
+  consecutive_failures: 2
+)",
+                        {"--admin-token-file=" + token_file}));
+  auto admin = proc_.AdminStub();
+  const std::string dep = "svc/promtool";
+
+  for (int i = 0; i < 3; ++i) {
+    Result<AcquireResponse> a = Acquire(stub_.get(), dep);
+    ASSERT_TRUE(a.status.ok()) << Describe(a.status);
+    if (!a.response.allowed()) continue;
+    ReportRequest report;
+    report.set_dependency(dep);
+    report.set_permit(a.response.permit());
+    report.set_outcome(v1::OUTCOME_TIMEOUT);
+    report.mutable_latency()->set_nanos(30'000'000);
+    Result<ReportResponse> r = Report(stub_.get(), report);
+    ASSERT_TRUE(r.status.ok()) << Describe(r.status);
+  }
+  EXPECT_EQ(Acquire(stub_.get(), "").status.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(GetState(stub_.get(), dep).status.ok());
+  EXPECT_EQ(GetState(stub_.get(), "svc/none").status.error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(ListStates(stub_.get()).status.ok());
+  EXPECT_TRUE(ForceOpen(admin.get(), "svc/forced", BearerToken(kAdminToken))
+                  .status.ok());
+  EXPECT_EQ(
+      ForceClose(admin.get(), "svc/forced", std::nullopt).status.error_code(),
+      grpc::StatusCode::UNAUTHENTICATED);
+
+  const std::string metrics = proc_.Metrics();
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_EQ(Sample(metrics,
+                   "breakerd_grpc_server_handled_total{method=\"Acquire\","
+                   "code=\"INVALID_ARGUMENT\"}"),
+            1)
+      << metrics;
+  EXPECT_GE(Sample(metrics,
+                   "breakerd_grpc_server_handled_total{method=\"Acquire\","
+                   "code=\"OK\"}")
+                .value_or(0),
+            3);
+  EXPECT_EQ(Sample(metrics,
+                   "breakerd_grpc_server_handled_total{method=\"GetState\","
+                   "code=\"NOT_FOUND\"}"),
+            1);
+  EXPECT_EQ(Sample(metrics,
+                   "breakerd_grpc_server_handled_total{method=\"ForceClose\","
+                   "code=\"UNAUTHENTICATED\"}"),
+            1);
+  EXPECT_EQ(Sample(metrics,
+                   "breakerd_grpc_server_handled_total{method=\"ForceOpen\","
+                   "code=\"OK\"}"),
+            1);
+  EXPECT_GE(Sample(metrics,
+                   "breakerd_grpc_server_handling_seconds_count{method="
+                   "\"Acquire\"}")
+                .value_or(0),
+            4);
+  EXPECT_TRUE(absl::StrContains(
+      metrics, "# TYPE breakerd_grpc_server_handling_seconds histogram\n"));
+
+  const std::string path = proc_.WriteFile("metrics.txt", metrics);
+  const std::string command =
+      absl::StrCat(kPromtool, " check metrics < '", path, "' 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr) << command;
+  std::string output;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output.append(buf, n);
+  const int status = pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "promtool exit status " << status << ":\n"
+      << output;
+  EXPECT_EQ(output, "") << "promtool complained about /metrics";
 }
 
 }  // namespace

@@ -205,6 +205,10 @@ std::string ServedText(const RegistryCollector& collector) {
   return text;
 }
 
+// The last line of every scrape in these tests.
+constexpr char kLastLine[] =
+    "breakerd_grpc_server_handling_seconds_count{method=\"Watch\"} 0\n";
+
 class MetricsTest : public ::testing::Test {
  protected:
   MetricsTest()
@@ -214,6 +218,18 @@ class MetricsTest : public ::testing::Test {
     stats.reload_successes = [] { return uint64_t{3}; };
     stats.reload_failures = [] { return uint64_t{1}; };
     stats.watch_streams = [] { return uint64_t{7}; };
+    stats.rpc_methods = [] {
+      std::vector<RpcMethodStats> methods(2);
+      methods[0].method = "Acquire";
+      methods[0].handled[0] = 2;  // OK
+      methods[0].handled[3] = 1;  // INVALID_ARGUMENT
+      methods[0].latency_buckets[0] = 1;
+      methods[0].latency_buckets[3] = 1;
+      methods[0].latency_buckets[kRpcLatencyBuckets] = 1;
+      methods[0].latency_sum_seconds = 0.5;
+      methods[1].method = "Watch";  // nothing yet
+      return methods;
+    };
     collector_ = std::make_shared<RegistryCollector>(&registry_, stats);
   }
 
@@ -525,6 +541,21 @@ TEST_F(MetricsTest, ServedTextIsExactForOneBreaker) {
     absl::StrAppend(&buckets, "breakerd_call_duration_seconds_bucket", d,
                     ",le=\"", le, "\"} 1\n");
   }
+  std::string rpc_buckets, watch_buckets;
+  const std::pair<const char*, int> kRpcBuckets[] = {
+      {"1e-05", 1},   {"2.5e-05", 1}, {"5e-05", 1}, {"0.0001", 2},
+      {"0.00025", 2}, {"0.0005", 2},  {"0.001", 2}, {"0.0025", 2},
+      {"0.005", 2},   {"0.01", 2},    {"+Inf", 3}};
+  for (const auto& [le, n] : kRpcBuckets) {
+    absl::StrAppend(&rpc_buckets,
+                    "breakerd_grpc_server_handling_seconds_bucket{method="
+                    "\"Acquire\",le=\"",
+                    le, "\"} ", n, "\n");
+    absl::StrAppend(&watch_buckets,
+                    "breakerd_grpc_server_handling_seconds_bucket{method="
+                    "\"Watch\",le=\"",
+                    le, "\"} 0\n");
+  }
   EXPECT_EQ(
       Scrape(),
       absl::StrCat(
@@ -546,7 +577,22 @@ TEST_F(MetricsTest, ServedTextIsExactForOneBreaker) {
           "breakerd_config_reloads_total{result=\"failure\"} 1\n",
           header(FamilyId::kUnknownPermits),
           "breakerd_unknown_permits_total 0\n", header(FamilyId::kWatchStreams),
-          "breakerd_watch_streams 7\n"));
+          "breakerd_watch_streams 7\n", header(FamilyId::kGrpcHandled),
+          "breakerd_grpc_server_handled_total{method=\"Acquire\",code=\"OK\"} "
+          "2\n"
+          "breakerd_grpc_server_handled_total{method=\"Acquire\",code="
+          "\"INVALID_ARGUMENT\"} 1\n"
+          "breakerd_grpc_server_handled_total{method=\"Watch\",code=\"OK\"} "
+          "0\n",
+          header(FamilyId::kGrpcHandlingSeconds), rpc_buckets,
+          "breakerd_grpc_server_handling_seconds_sum{method=\"Acquire\"} "
+          "0.5\n"
+          "breakerd_grpc_server_handling_seconds_count{method=\"Acquire\"} "
+          "3\n",
+          watch_buckets,
+          "breakerd_grpc_server_handling_seconds_sum{method=\"Watch\"} 0\n"
+          "breakerd_grpc_server_handling_seconds_count{method=\"Watch\"} "
+          "0\n"));
 }
 
 // Long names need more room than the writer first sets aside per breaker.
@@ -558,14 +604,14 @@ TEST_F(MetricsTest, ServedTextIsCompleteWhenNamesAreLong) {
     ASSERT_TRUE(registry_.Acquire(dep, 1).ok());
   }
   const std::string text = Scrape();  // compared with prometheus-cpp's
-  EXPECT_THAT(text, ::testing::EndsWith("breakerd_watch_streams 7\n"));
+  EXPECT_THAT(text, ::testing::EndsWith(kLastLine));
 }
 
 TEST_F(MetricsTest, AppendTextAppendsToWhatIsThere) {
   std::string text = "prefix\n";
   collector_->AppendText(&text);
   EXPECT_THAT(text, ::testing::StartsWith("prefix\n# HELP breakerd_state "));
-  EXPECT_THAT(text, ::testing::EndsWith("breakerd_watch_streams 7\n"));
+  EXPECT_THAT(text, ::testing::EndsWith(kLastLine));
 }
 
 // ---------------------------------------------------------------------------

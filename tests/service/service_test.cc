@@ -17,9 +17,11 @@
 #include "server/engine/clock.h"
 #include "server/engine/policy.h"
 #include "server/engine/registry.h"
+#include "server/metrics/collector.h"
 #include "server/service/admin_service.h"
 #include "server/service/breaker_service.h"
 #include "server/service/convert.h"
+#include "server/service/rpc_stats.h"
 #include "server/service/watch_hub.h"
 
 namespace breakerd {
@@ -66,9 +68,10 @@ class ServiceTest : public ::testing::Test {
                                       options.max_queue);
     registry_->AddObserver(hub_.get());
     breaker_service_ =
-        std::make_unique<BreakerServiceImpl>(registry_.get(), hub_.get());
-    admin_service_ =
-        std::make_unique<AdminServiceImpl>(registry_.get(), options.token);
+        std::make_unique<BreakerServiceImpl>(registry_.get(), hub_.get(),
+                                             /*tracker=*/nullptr, &rpc_stats_);
+    admin_service_ = std::make_unique<AdminServiceImpl>(
+        registry_.get(), options.token, &rpc_stats_);
     grpc::ServerBuilder builder;
     builder.RegisterService(breaker_service_.get());
     builder.RegisterService(admin_service_.get());
@@ -176,6 +179,7 @@ class ServiceTest : public ::testing::Test {
   }
 
   FakeClock clock_;
+  RpcStats rpc_stats_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<WatchHub> hub_;
   std::unique_ptr<BreakerServiceImpl> breaker_service_;
@@ -187,6 +191,98 @@ class ServiceTest : public ::testing::Test {
 };
 
 const std::string kBearer = absl::StrCat("Bearer ", kToken);
+
+// --- RPC handling metrics ----------------------------------------------------
+
+TEST_F(ServiceTest, RpcStatsCountHandledCallsByMethodAndCode) {
+  v1::AcquireResponse acquired;
+  ASSERT_TRUE(Acquire("db", &acquired).ok());
+  ASSERT_TRUE(Acquire("db", &acquired).ok());
+  EXPECT_EQ(Acquire("", &acquired).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  v1::BreakerStatus status;
+  EXPECT_EQ(GetState("nobody", &status).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  EXPECT_EQ(rpc_stats_.handled(RpcMethod::kAcquire, grpc::StatusCode::OK), 2u);
+  EXPECT_EQ(rpc_stats_.handled(RpcMethod::kAcquire,
+                               grpc::StatusCode::INVALID_ARGUMENT),
+            1u);
+  EXPECT_EQ(rpc_stats_.latency_count(RpcMethod::kAcquire), 3u);
+  EXPECT_EQ(
+      rpc_stats_.handled(RpcMethod::kGetState, grpc::StatusCode::NOT_FOUND),
+      1u);
+  EXPECT_EQ(rpc_stats_.handled(RpcMethod::kReport, grpc::StatusCode::OK), 0u);
+
+  // Exported through the family table.
+  ProcessStats stats;
+  stats.rpc_methods = [this] { return rpc_stats_.Snapshot(); };
+  const RegistryCollector collector(registry_.get(), stats);
+  std::string text;
+  collector.AppendText(&text);
+  EXPECT_THAT(text, HasSubstr("# TYPE breakerd_grpc_server_handled_total "
+                              "counter\n"));
+  EXPECT_THAT(text, HasSubstr("breakerd_grpc_server_handled_total{method="
+                              "\"Acquire\",code=\"OK\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("breakerd_grpc_server_handled_total{method="
+                              "\"Acquire\",code=\"INVALID_ARGUMENT\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("breakerd_grpc_server_handled_total{method="
+                              "\"GetState\",code=\"NOT_FOUND\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("breakerd_grpc_server_handled_total{method="
+                              "\"Report\",code=\"OK\"} 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("method=\"Report\",code=\"NOT_FOUND\"")));
+  EXPECT_THAT(text, HasSubstr("# TYPE breakerd_grpc_server_handling_seconds "
+                              "histogram\n"));
+  EXPECT_THAT(text, HasSubstr("breakerd_grpc_server_handling_seconds_count{"
+                              "method=\"Acquire\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("breakerd_grpc_server_handling_seconds_bucket{"
+                              "method=\"Acquire\",le=\"+Inf\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("breakerd_grpc_server_handling_seconds_bucket{"
+                              "method=\"Acquire\",le=\"1e-05\"} "));
+}
+
+TEST_F(ServiceTest, RpcStatsCountAdminCallsAndWatchStarts) {
+  grpc::ClientContext ctx;  // no authorization metadata
+  v1::ForceOpenRequest req;
+  req.set_dependency("db");
+  v1::AdminResponse resp;
+  EXPECT_EQ(admin_->ForceOpen(&ctx, req, &resp).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(rpc_stats_.handled(RpcMethod::kForceOpen,
+                               grpc::StatusCode::UNAUTHENTICATED),
+            1u);
+
+  auto call = Watch({"db"});
+  v1::StateChange change;
+  ASSERT_TRUE(call->reader->Read(&change));  // the initial state
+  // Counted when StartStream returns, which may be after the first message
+  // is out: wait for it (bounded).
+  const auto deadline = SafetyDeadline();
+  while (rpc_stats_.latency_count(RpcMethod::kWatch) == 0 &&
+         std::chrono::system_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(rpc_stats_.handled(RpcMethod::kWatch, grpc::StatusCode::OK), 1u);
+  EXPECT_EQ(rpc_stats_.latency_count(RpcMethod::kWatch), 1u);
+  call->ctx.TryCancel();
+  Drain(*call);
+}
+
+TEST(RpcStatsTest, LatencyFallsInTheRightBucket) {
+  RpcStats stats;
+  stats.Record(RpcMethod::kReset, 0, std::chrono::microseconds(7));
+  stats.Record(RpcMethod::kReset, 0, std::chrono::microseconds(30));
+  stats.Record(RpcMethod::kReset, 99, std::chrono::seconds(1));
+  const std::vector<RpcMethodStats> s = stats.Snapshot();
+  const RpcMethodStats& reset = s[static_cast<int>(RpcMethod::kReset)];
+  EXPECT_EQ(reset.method, "Reset");
+  EXPECT_EQ(reset.handled[0], 2u);
+  EXPECT_EQ(reset.handled[grpc::StatusCode::UNKNOWN], 1u);   // code 99
+  EXPECT_EQ(reset.latency_buckets[0], 1u);                   // <= 10us
+  EXPECT_EQ(reset.latency_buckets[2], 1u);                   // <= 50us
+  EXPECT_EQ(reset.latency_buckets[kRpcLatencyBuckets], 1u);  // > 10ms
+  EXPECT_NEAR(reset.latency_sum_seconds, 1.000037, 1e-9);
+}
 
 // --- Acquire / Report / GetState / ListStates -------------------------------
 

@@ -124,28 +124,10 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
 }
 
 std::string StatusCodeName(grpc::StatusCode code) {
-  static constexpr const char* kNames[] = {
-      "OK",
-      "CANCELLED",
-      "UNKNOWN",
-      "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED",
-      "NOT_FOUND",
-      "ALREADY_EXISTS",
-      "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION",
-      "ABORTED",
-      "OUT_OF_RANGE",
-      "UNIMPLEMENTED",
-      "INTERNAL",
-      "UNAVAILABLE",
-      "DATA_LOSS",
-      "UNAUTHENTICATED",
-  };
+  // gRPC and absl share the canonical code numbering and names.
   const int n = static_cast<int>(code);
-  if (n >= 0 && n < static_cast<int>(std::size(kNames))) return kNames[n];
-  return absl::StrCat("CODE_", n);
+  std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(n));
+  return name.empty() ? absl::StrCat("CODE_", n) : name;
 }
 
 }  // namespace breakerd::ctl
