@@ -57,6 +57,13 @@ ABSL_FLAG(absl::Duration, config_poll_interval, absl::Seconds(2),
 ABSL_FLAG(absl::Duration, evict_interval, absl::Seconds(30),
           "How often idle breakers (closed, no history, idle for "
           "limits.idle_ttl) are removed. 0 disables eviction.");
+ABSL_FLAG(std::string, trace_file, "",
+          "Append every accepted Report to this file as JSON Lines, in the "
+          "trace format `breakerctl simulate --trace` replays. Off when "
+          "empty.");
+ABSL_FLAG(int64_t, trace_max_bytes, int64_t{64} << 20,
+          "Largest size of --trace-file in bytes; once reached, further "
+          "records are dropped.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM/SIGINT: how long in-flight calls may finish before "
           "they are cancelled. Watch streams end at once.");
@@ -89,6 +96,8 @@ constexpr FlagDoc kFlagDocs[] = {
     {"config_poll_interval", "DURATION"},
     {"evict_interval", "DURATION"},
     {"shutdown_grace", "DURATION"},
+    {"trace_file", "PATH"},
+    {"trace_max_bytes", "BYTES"},
 };
 
 std::string Dashed(absl::string_view name) {
@@ -232,6 +241,8 @@ int main(int argc, char** argv) {
   options.config_poll_interval = absl::GetFlag(FLAGS_config_poll_interval);
   options.evict_interval = absl::GetFlag(FLAGS_evict_interval);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  options.trace_file = absl::GetFlag(FLAGS_trace_file);
+  options.trace_max_bytes = absl::GetFlag(FLAGS_trace_max_bytes);
   options.version = BREAKERD_VERSION;
 
   const std::pair<const char*, absl::Duration> durations[] = {

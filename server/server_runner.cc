@@ -558,8 +558,22 @@ int ServerRunner::StartGrpc() {
     }
   }
 
+  if (!options_.trace_file.empty()) {
+    if (options_.trace_max_bytes <= 0) {
+      StartupFailed("trace-max-bytes: must be positive");
+      return kExitConfigError;
+    }
+    absl::StatusOr<std::unique_ptr<TraceWriter>> trace = TraceWriter::Open(
+        options_.trace_file, static_cast<uint64_t>(options_.trace_max_bytes));
+    if (!trace.ok()) {
+      StartupFailed(std::string(trace.status().message()));
+      return kExitConfigError;
+    }
+    trace_ = *std::move(trace);
+  }
   breaker_service_ = std::make_unique<BreakerServiceImpl>(
-      registry_.get(), watch_hub_.get(), &call_tracker_, &rpc_stats_);
+      registry_.get(), watch_hub_.get(), &call_tracker_, &rpc_stats_,
+      trace_.get());
   admin_service_ = std::make_unique<AdminServiceImpl>(
       registry_.get(), admin_token_, &rpc_stats_);
 

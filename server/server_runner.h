@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "server/service/call_tracker.h"
 #include "server/service/rpc_stats.h"
+#include "server/service/trace_writer.h"
 
 namespace grpc {
 class Server;
@@ -75,6 +76,10 @@ struct ServerOptions {
   absl::Duration evict_interval = absl::Seconds(30);
   // How long in-flight calls may run after SIGTERM before they are cancelled.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // Where accepted Reports are traced (JSON Lines); empty: no trace.
+  std::string trace_file;
+  // Bound on the trace file's size, in bytes.
+  int64_t trace_max_bytes = int64_t{64} << 20;
   // Reported in the serving line and breakerd_build_info.
   std::string version = "dev";
 };
@@ -140,6 +145,7 @@ class ServerRunner {
   // Constant after construction.
   const ServerOptions options_;
   CallTracker call_tracker_;
+  std::unique_ptr<TraceWriter> trace_;
   // Handled RPCs and their handling time (read by the metrics collector).
   RpcStats rpc_stats_;
 

@@ -37,11 +37,12 @@ absl::StatusOr<ReportRequestFacts> ReportFacts(
 
 BreakerServiceImpl::BreakerServiceImpl(Registry* registry, WatchHub* hub,
                                        CallTracker* tracker,
-                                       RpcStats* rpc_stats)
+                                       RpcStats* rpc_stats, TraceWriter* trace)
     : registry_(registry),
       hub_(hub),
       tracker_(tracker),
-      rpc_stats_(rpc_stats) {}
+      rpc_stats_(rpc_stats),
+      trace_(trace) {}
 
 grpc::ServerUnaryReactor* BreakerServiceImpl::Acquire(
     grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
@@ -72,6 +73,7 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::Report(
   if (result.ok()) {
     response->set_state(ToProto(result->state));
     response->set_effect(ToProto(result->effect));
+    if (trace_ != nullptr) trace_->Record(*request);
   }
   call.Finish(reactor, ToGrpcStatus(result.status()));
   return reactor;

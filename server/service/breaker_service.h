@@ -13,6 +13,7 @@
 #include "server/engine/registry.h"
 #include "server/service/call_tracker.h"
 #include "server/service/rpc_stats.h"
+#include "server/service/trace_writer.h"
 #include "server/service/watch_hub.h"
 
 namespace breakerd {
@@ -22,10 +23,12 @@ class BreakerServiceImpl final : public v1::Breaker::CallbackService {
   // REQUIRES: `registry` and `hub` are non-null and outlive the service.
   // `tracker` (may be null) counts the unary calls in flight; `rpc_stats`
   // (may be null; must outlive the service) counts handled calls and their
-  // handling time.
+  // handling time; `trace` (may be null; must outlive the service) records
+  // every accepted Report.
   BreakerServiceImpl(Registry* registry, WatchHub* hub,
                      CallTracker* tracker = nullptr,
-                     RpcStats* rpc_stats = nullptr);
+                     RpcStats* rpc_stats = nullptr,
+                     TraceWriter* trace = nullptr);
 
   BreakerServiceImpl(const BreakerServiceImpl&) = delete;
   BreakerServiceImpl& operator=(const BreakerServiceImpl&) = delete;
@@ -71,6 +74,7 @@ class BreakerServiceImpl final : public v1::Breaker::CallbackService {
   WatchHub* const hub_;
   CallTracker* const tracker_;
   RpcStats* const rpc_stats_;
+  TraceWriter* const trace_;
 };
 
 }  // namespace breakerd

@@ -10,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -494,6 +496,55 @@ defaults:
   EXPECT_EQ(refused.Wait(kCtlTimeout), 2);
   EXPECT_TRUE(absl::StrContains(refused.err(), "line 1: \"dependency\""))
       << refused.err();
+}
+
+// The sidecar's --trace-file is a trace `simulate` replays: the same policy
+// opens the breaker at the same call.
+TEST(BreakerctlSimulateTest, ReplaysATraceWrittenByTheSidecar) {
+  BreakerdProcess proc;
+  const std::string config = proc.WriteFile("policy.yaml", R"(
+defaults:
+  consecutive_failures: 5
+  cooldown: { base: 60s, jitter: 0 }
+)");
+  const std::string trace = proc.dir() + "/trace.jsonl";
+  ASSERT_TRUE(proc.Start({"--config=" + config, "--trace-file=" + trace}));
+  auto stub = proc.BreakerStub();
+  for (int i = 0; i < 7; ++i) {
+    grpc::ClientContext actx;
+    v1::AcquireRequest acquire;
+    acquire.set_dependency("llm/traced");
+    v1::AcquireResponse granted;
+    ASSERT_TRUE(stub->Acquire(&actx, acquire, &granted).ok());
+    ASSERT_TRUE(granted.allowed()) << i;
+    grpc::ClientContext rctx;
+    v1::ReportRequest report;
+    report.set_dependency("llm/traced");
+    report.set_permit(granted.permit());
+    if (i < 2) {
+      report.set_http_status(200);
+      report.mutable_latency()->set_nanos(120000000);
+    } else {
+      report.set_outcome(v1::OUTCOME_TIMEOUT);
+    }
+    v1::ReportResponse reported;
+    ASSERT_TRUE(stub->Report(&rctx, report, &reported).ok());
+  }
+  std::ifstream in(trace);
+  const std::string written((std::istreambuf_iterator<char>(in)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_EQ(std::count(written.begin(), written.end(), '\n'), 7) << written;
+  EXPECT_TRUE(absl::StrContains(written, "\"latency_ms\":120")) << written;
+  EXPECT_TRUE(absl::StrContains(written, "\"http_status\":200")) << written;
+
+  CtlProcess ctl(proc.dir(), 0);
+  ASSERT_TRUE(ctl.Start({"simulate", "--config=" + config, "--trace", trace}));
+  ASSERT_EQ(ctl.Wait(kCtlTimeout), 0) << ctl.err();
+  EXPECT_TRUE(absl::StrContains(ctl.out(), "llm/traced: 7 calls, 7 allowed"))
+      << ctl.out();
+  EXPECT_TRUE(
+      absl::StrContains(ctl.out(), "closed -> open (consecutive_failures)"))
+      << ctl.out();
 }
 
 }  // namespace
