@@ -126,35 +126,38 @@ Result<ListStatesResponse> ListStates(v1::Breaker::Stub* stub) {
   return r;
 }
 
-// `authorization`: the metadata value to send, or nullopt to send none.
-Result<AdminResponse> ForceOpen(v1::Admin::Stub* stub,
-                                const std::string& dependency,
-                                std::optional<std::string> authorization) {
+// An Admin call on `dependency`. `authorization`: the metadata value to
+// send, or nullopt to send none.
+template <typename Request>
+Result<AdminResponse> AdminCall(
+    v1::Admin::Stub* stub,
+    grpc::Status (v1::Admin::Stub::*method)(grpc::ClientContext*,
+                                            const Request&, AdminResponse*),
+    const std::string& dependency, std::optional<std::string> authorization) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   if (authorization.has_value()) {
     ctx.AddMetadata("authorization", *authorization);
   }
-  ForceOpenRequest request;
+  Request request;
   request.set_dependency(dependency);
   Result<AdminResponse> r;
-  r.status = stub->ForceOpen(&ctx, request, &r.response);
+  r.status = (stub->*method)(&ctx, request, &r.response);
   return r;
+}
+
+Result<AdminResponse> ForceOpen(v1::Admin::Stub* stub,
+                                const std::string& dependency,
+                                std::optional<std::string> authorization) {
+  return AdminCall(stub, &v1::Admin::Stub::ForceOpen, dependency,
+                   std::move(authorization));
 }
 
 Result<AdminResponse> ForceClose(v1::Admin::Stub* stub,
                                  const std::string& dependency,
                                  std::optional<std::string> authorization) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx);
-  if (authorization.has_value()) {
-    ctx.AddMetadata("authorization", *authorization);
-  }
-  ForceCloseRequest request;
-  request.set_dependency(dependency);
-  Result<AdminResponse> r;
-  r.status = stub->ForceClose(&ctx, request, &r.response);
-  return r;
+  return AdminCall(stub, &v1::Admin::Stub::ForceClose, dependency,
+                   std::move(authorization));
 }
 
 std::string Describe(const grpc::Status& status) {

@@ -9,17 +9,8 @@
 # bench/peers/gobreaker/run.sh). JMH's console output goes to stderr.
 set -euo pipefail
 
-smoke=0
-if [[ "${1:-}" == "--smoke" ]]; then smoke=1; shift; fi
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 [--smoke] OUT.json" >&2
-  exit 2
-fi
-out=$1
-case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
-
-here=$(cd "$(dirname "$0")" && pwd)
-cd "$here"
+# shellcheck source=../args.sh
+source "$(dirname "$0")/../args.sh"
 
 mvn -q -B package -Dstyle.color=never >&2
 
