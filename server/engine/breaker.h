@@ -100,11 +100,9 @@ class Breaker {
   enum BudgetCounter { kFirsts = 0, kRetries = 1 };
 
   // The clock read once per operation, in both forms.
-  // The clock read once per operation. The absl::Time form is computed
-  // only where a rule needs it (the closed-state hot path never does).
+  // The clock read once per operation (Clock nanoseconds).
   struct Instant {
     int64_t ns;
-    absl::Time t() const { return absl::FromUnixNanos(ns); }
   };
   Instant NowInstant() const { return Instant{context_->clock->NowNanos()}; }
 

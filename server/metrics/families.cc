@@ -135,6 +135,24 @@ absl::string_view MetricKindName(MetricKind kind) {
   return "untyped";
 }
 
+namespace {
+
+// Prometheus buckets are cumulative (le = "less than or equal"); snapshots
+// hold per-bucket counts. Fills *cumulative from the first N per-bucket
+// counts and returns their total.
+template <size_t N>
+uint64_t Accumulate(const uint64_t* per_bucket,
+                    std::array<uint64_t, N>* cumulative) {
+  uint64_t total = 0;
+  for (size_t b = 0; b < N; ++b) {
+    total += per_bucket[b];
+    (*cumulative)[b] = total;
+  }
+  return total;
+}
+
+}  // namespace
+
 absl::string_view GrpcCodeName(int code) {
   return code >= 0 && code < kGrpcCodeCount ? kGrpcCodeNames[code] : "UNKNOWN";
 }
@@ -210,14 +228,8 @@ void EmitBreakerSamples(const BreakerSnapshot& s, FamilySet families,
   }
 
   if (Has(families, FamilyId::kCallDuration) && s.latency_count > 0) {
-    // The snapshot holds per-bucket counts; Prometheus buckets are
-    // cumulative (le = "less than or equal").
     std::array<uint64_t, kLatencyBuckets> cumulative;
-    uint64_t total = 0;
-    for (int b = 0; b < kLatencyBuckets; ++b) {
-      total += s.latency_buckets[b];
-      cumulative[b] = total;
-    }
+    Accumulate(s.latency_buckets.data(), &cumulative);
     HistogramSample h;
     h.cumulative_counts = cumulative;
     h.count = s.latency_count;
@@ -268,14 +280,11 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
       }
       if (handling) {
         std::array<uint64_t, kRpcLatencyBuckets> cumulative;
-        uint64_t total = 0;
-        for (int b = 0; b < kRpcLatencyBuckets; ++b) {
-          total += m.latency_buckets[b];
-          cumulative[b] = total;
-        }
+        const uint64_t finite =
+            Accumulate(m.latency_buckets.data(), &cumulative);
         HistogramSample h;
         h.cumulative_counts = cumulative;
-        h.count = total + m.latency_buckets[kRpcLatencyBuckets];
+        h.count = finite + m.latency_buckets[kRpcLatencyBuckets];
         h.sum = m.latency_sum_seconds;
         sink->AddHistogram(FamilyId::kGrpcHandlingSeconds, {m.method}, h);
       }

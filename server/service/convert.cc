@@ -88,8 +88,11 @@ absl::StatusOr<absl::Duration> FromProtoDuration(
   return value;
 }
 
-void FillAcquireResponse(const AcquireResult& result,
-                         v1::AcquireResponse* out) {
+namespace {
+
+// AcquireResponse and AcquireFirstResponse carry the same decision fields.
+template <typename Response>
+void FillDecision(const AcquireResult& result, Response* out) {
   out->set_allowed(result.allowed);
   out->set_permit(result.permit);
   out->set_probe(result.probe);
@@ -98,17 +101,18 @@ void FillAcquireResponse(const AcquireResult& result,
   SetRetryAfter(result.retry_after, out);
 }
 
+}  // namespace
+
+void FillAcquireResponse(const AcquireResult& result,
+                         v1::AcquireResponse* out) {
+  FillDecision(result, out);
+}
+
 void FillAcquireFirstResponse(const AcquireFirstResult& result,
                               absl::Span<const std::string> dependencies,
                               v1::AcquireFirstResponse* out) {
   if (result.granted >= 0) out->set_dependency(dependencies[result.granted]);
-  const AcquireResult& r = result.result;
-  out->set_allowed(r.allowed);
-  out->set_permit(r.permit);
-  out->set_probe(r.probe);
-  out->set_state(ToProto(r.state));
-  out->set_reason(ToProto(r.reason));
-  SetRetryAfter(r.retry_after, out);
+  FillDecision(result.result, out);
 }
 
 void FillBreakerStatus(const BreakerSnapshot& snapshot,
