@@ -126,7 +126,7 @@ grpc::ServerWriteReactor<v1::StateChange>* BreakerServiceImpl::Watch(
     grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
   RpcStats::Call call(rpc_stats_, RpcMethod::kWatch);
   grpc::ServerWriteReactor<v1::StateChange>* stream =
-      hub_->StartStream(*request);
+      hub_->StartStream(*request, context);
   call.Done(grpc::StatusCode::OK);
   return stream;
 }

@@ -34,10 +34,11 @@ class WatchHub::Stream final
  public:
   Stream(WatchHub* hub, size_t max_queue) : hub_(hub), max_queue_(max_queue) {}
 
-  // Validates the request, subscribes, queues the initial states and starts
-  // writing. REQUIRES: called once, from the Watch handler that created the
-  // stream.
-  void Start(const v1::WatchRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // Validates the request, subscribes, sends the response headers, queues the
+  // initial states and starts writing. REQUIRES: called once, from the Watch
+  // handler that created the stream.
+  void Start(const v1::WatchRequest& request,
+             grpc::CallbackServerContext* context) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The names watched; empty means all. Constant once Start subscribed.
   const std::vector<std::string>& names() const { return names_; }
@@ -155,13 +156,23 @@ std::vector<v1::StateChange> WatchHub::Stream::InitialStates() const {
   return out;
 }
 
-void WatchHub::Stream::Start(const v1::WatchRequest& request) {
+void WatchHub::Stream::Start(const v1::WatchRequest& request,
+                             grpc::CallbackServerContext* context) {
   absl::Status status = ParseNames(request);
   if (status.ok()) status = hub_->Subscribe(this);
   // Read the states only after subscribing: a transition from now on is
   // queued (behind the initial states), one before is in the snapshot.
   std::vector<v1::StateChange> initial;
-  if (status.ok()) initial = InitialStates();
+  if (status.ok()) {
+    initial = InitialStates();
+    // Headers go out now, even when there is no state to send yet, so a
+    // client knows its stream is live. Nothing else is issued before
+    // started_ is set below, so this does not overlap another operation.
+    if (context != nullptr) {
+      context->AddInitialMetadata(std::string(kSubscribedHeader), "1");
+    }
+    StartSendInitialMetadata();
+  }
   Op op;
   {
     MutexLock lock(&mu_);
@@ -289,9 +300,9 @@ WatchHub::~WatchHub() {
 }
 
 grpc::ServerWriteReactor<v1::StateChange>* WatchHub::StartStream(
-    const v1::WatchRequest& request) {
+    const v1::WatchRequest& request, grpc::CallbackServerContext* context) {
   auto* stream = new Stream(this, max_queue_);
-  stream->Start(request);
+  stream->Start(request, context);
   return stream;
 }
 

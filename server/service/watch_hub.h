@@ -23,7 +23,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
+#include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "server/engine/mutex.h"
 #include "server/engine/registry.h"
@@ -33,6 +35,10 @@ namespace breakerd {
 
 class WatchHub final : public TransitionObserver {
  public:
+  // Response header of a Watch stream that is subscribed (value "1").
+  static constexpr absl::string_view kSubscribedHeader =
+      "breakerd-watch-subscribed";
+
   // Most dependencies one Watch request may name.
   static constexpr size_t kMaxWatchDependencies = 64;
 
@@ -60,8 +66,11 @@ class WatchHub final : public TransitionObserver {
   // many streams (RESOURCE_EXHAUSTED) or a hub that is shut down
   // (UNAVAILABLE) ends the stream at once with that status.
   // REQUIRES: called from a Breaker::CallbackService Watch handler.
+  // A subscribed stream sends its response headers at once, carrying
+  // kSubscribedHeader (when `context` is given), before any state.
   grpc::ServerWriteReactor<v1::StateChange>* StartStream(
-      const v1::WatchRequest& request);
+      const v1::WatchRequest& request,
+      grpc::CallbackServerContext* context = nullptr);
 
   // Ends every open stream with UNAVAILABLE "breakerd is shutting down" and
   // refuses new ones, so that grpc::Server::Shutdown() does not wait on

@@ -1,0 +1,258 @@
+// breakerd C++ client: asks the breakerd sidecar before each call to an
+// upstream dependency and reports how the call went, in the order of
+// operations of client/README.md.
+//
+//   auto client = breakerd::client::Client::Create({}).value();
+//   absl::Status s = client->Do("openai/key-1", [&] {
+//     return CallOpenAi();  // an absl::Status; its code is the outcome
+//   });
+//   if (breakerd::client::IsBreakerOpen(s)) ServeFallback();
+//
+// Or in two steps, with an RAII permit that reports CANCELLED if it is
+// dropped unreported:
+//
+//   absl::StatusOr<Permit> permit = client->Acquire("payments/psp");
+//   if (!permit.ok()) return permit.status();   // INVALID_ARGUMENT only
+//   if (!permit->allowed()) return Fallback(permit->decision().retry_after);
+//   HttpResponse r = CallPsp();
+//   permit->Report(Outcome::FromHttpStatus(r.status, r.retry_after_header));
+//
+// When breakerd is unreachable or slower than `decision_timeout`, calls are
+// allowed (fail-open, counted and logged once) unless `fail_mode` is
+// kClosed. With `watch` on, one Watch stream per Client keeps a cache of
+// open breakers so calls to a dependency known to be open are refused
+// locally, without an RPC.
+//
+// Thread-safety: a Client is thread-safe; make one per process and share it.
+// A Permit belongs to one thread at a time.
+#ifndef BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_CLIENT_H_
+#define BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "breakerd/v1/breaker.pb.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/support/status.h"
+
+namespace breakerd::client {
+
+enum class FailMode {
+  kOpen,    // sidecar trouble: allow the call (the default)
+  kClosed,  // sidecar trouble: refuse the call
+};
+
+// Who made a decision.
+enum class DecisionSource {
+  kSidecar,     // breakerd answered
+  kLocal,       // refused from the Watch cache, no RPC
+  kFailOpen,    // breakerd unreachable or too slow; allowed, permit 0
+  kFailClosed,  // breakerd unreachable or too slow; refused
+};
+
+// "sidecar", "local", "fail_open", "fail_closed".
+absl::string_view DecisionSourceName(DecisionSource source);
+
+struct ClientOptions {
+  // gRPC target: "host:port" or "unix:/path". Empty: the environment
+  // variable BREAKERD_ADDR, else "127.0.0.1:50051".
+  std::string target;
+  // Use this channel instead of creating one for `target`.
+  std::shared_ptr<grpc::Channel> channel;
+  // Deadline of each Acquire, AcquireFirst and Report RPC. Default 20 ms.
+  absl::Duration decision_timeout = absl::Milliseconds(20);
+  FailMode fail_mode = FailMode::kOpen;
+  // Keep one Watch stream and refuse locally while a breaker is open.
+  bool watch = true;
+  // Watch reconnect backoff: full jitter, doubling from initial to max.
+  absl::Duration watch_backoff_initial = absl::Milliseconds(100);
+  absl::Duration watch_backoff_max = absl::Seconds(5);
+  // Receives one line when the sidecar becomes unreachable or comes back,
+  // and when Reports start or stop failing. Default: stderr.
+  std::function<void(absl::string_view)> log;
+};
+
+// What Acquire answered.
+struct Decision {
+  bool allowed = false;
+  uint64_t permit = 0;
+  bool probe = false;
+  v1::State state = v1::STATE_UNSPECIFIED;
+  v1::RejectReason reason = v1::REJECT_REASON_UNSPECIFIED;
+  absl::Duration retry_after = absl::ZeroDuration();
+  // The dependency the decision is for (for AcquireFirst: the one granted,
+  // empty if none).
+  std::string dependency;
+  DecisionSource source = DecisionSource::kSidecar;
+};
+
+// What to report about a call. Either an explicit outcome, or a raw HTTP
+// status or gRPC code that breakerd classifies.
+struct Outcome {
+  v1::Outcome outcome = v1::OUTCOME_UNSPECIFIED;
+  uint32_t http_status = 0;
+  std::optional<int32_t> grpc_code;
+  // From a 429/503 Retry-After: the breaker's cooldown is at least this.
+  absl::Duration retry_after = absl::ZeroDuration();
+
+  static Outcome Of(v1::Outcome outcome);
+  static Outcome Success() { return Of(v1::OUTCOME_SUCCESS); }
+  // `retry_after_header`: the Retry-After header's value, seconds form
+  // ("120"); anything else is ignored.
+  static Outcome FromHttpStatus(int status,
+                                absl::string_view retry_after_header = "");
+  static Outcome FromGrpcCode(grpc::StatusCode code);
+  // absl and gRPC status codes share their numbers: the code is sent as
+  // grpc_code (OK is a success).
+  static Outcome FromStatus(const absl::Status& status);
+
+  // False for outcomes a retry cannot fix: success, bad request, auth
+  // error, cancelled (by outcome, HTTP status or gRPC code).
+  bool Retryable() const;
+};
+
+// Counters since the Client was created.
+struct ClientStats {
+  uint64_t fail_open = 0;
+  uint64_t fail_closed = 0;
+  uint64_t local_rejections = 0;
+  uint64_t report_errors = 0;
+  uint64_t watch_reconnects = 0;
+};
+
+// The status Do/Retry/First return when a call was refused: UNAVAILABLE,
+// message "breaker open: <dependency> (<reason>, retry after <d>, <source>)",
+// with the decision attached.
+bool IsBreakerOpen(const absl::Status& status);
+// The refusal attached to a status from Do/Retry/First; nullopt if
+// !IsBreakerOpen(status).
+std::optional<Decision> RefusalOf(const absl::Status& status);
+
+class Client;
+
+// One allowed (or refused) Acquire. Movable, not copyable. An allowed
+// permit is reported exactly once: by Report(), or by the destructor with
+// OUTCOME_CANCELLED. A refused permit reports nothing.
+class Permit {
+ public:
+  Permit(Permit&& other) noexcept;
+  Permit& operator=(Permit&& other) noexcept;
+  Permit(const Permit&) = delete;
+  Permit& operator=(const Permit&) = delete;
+  ~Permit();
+
+  bool allowed() const { return decision_.allowed; }
+  const Decision& decision() const { return decision_; }
+  bool reported() const { return reported_; }
+
+  // Reports `outcome` with the latency since the Acquire (or `latency` if
+  // given). Returns the breaker's answer (state, effect) or the RPC's error;
+  // the error is also counted in report_errors. A permit that was not
+  // allowed, or is already reported, or came from fail-open (permit 0),
+  // sends nothing and returns OK with an empty response.
+  absl::StatusOr<v1::ReportResponse> Report(
+      const Outcome& outcome, std::optional<absl::Duration> latency = {});
+
+ private:
+  friend class Client;
+  Permit(Client* client, Decision decision);
+
+  Client* client_ = nullptr;
+  Decision decision_;
+  // Monotonic, for the reported latency.
+  absl::Duration acquired_at_;
+  bool reported_ = false;
+};
+
+struct RetryOptions {
+  int max_attempts = 3;
+  absl::Duration base = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(2);
+};
+
+class Client {
+ public:
+  // Creates the channel (unless given), starts connecting and, with
+  // `watch`, the Watch thread. Fails only on bad options.
+  static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
+  // Ends the Watch stream and joins its thread.
+  // REQUIRES: no Permit of this client outlives it.
+  ~Client();
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Asks whether a call to `dependency` may go (attempt 0: first try;
+  // attempt > 0: a retry, subject to the retry budget). Returns a Permit
+  // (allowed or not); an error only for INVALID_ARGUMENT from breakerd (a
+  // bad dependency name: fix the caller). Never waits longer than
+  // decision_timeout.
+  absl::StatusOr<Permit> Acquire(absl::string_view dependency,
+                                 uint32_t attempt = 0);
+
+  // A fallback chain in one round trip: the first of `dependencies` that
+  // breakerd allows (decision().dependency says which). Dependencies known
+  // to be open locally are left out; with none left, refused locally.
+  absl::StatusOr<Permit> AcquireFirst(
+      const std::vector<std::string>& dependencies, uint32_t attempt = 0);
+
+  // The guard: Acquire; refused -> the breaker-open status (fn is not
+  // called); allowed -> fn(), its status reported as Outcome::FromStatus
+  // with the measured latency; returns fn's status. (For an HTTP call, use
+  // Acquire and Permit::Report(Outcome::FromHttpStatus(...)).)
+  absl::Status Do(absl::string_view dependency,
+                  absl::FunctionRef<absl::Status()> fn, uint32_t attempt = 0);
+
+  // Up to options.max_attempts guarded calls of fn, each preceded by
+  // Acquire(dependency, attempt) and, for attempt >= 1, a full-jitter sleep
+  // of uniform(0, min(max_backoff, base * 2^(attempt-1))). Stops at once on
+  // a refusal (returns the breaker-open status, even after failed attempts)
+  // and on an outcome that is not Retryable(). Returns the last status.
+  absl::Status Retry(absl::string_view dependency,
+                     absl::FunctionRef<absl::Status()> fn,
+                     const RetryOptions& options = {});
+
+  // The fallback chain: AcquireFirst over `dependencies`; runs fn(granted)
+  // as a guard; if it fails, goes on with the dependencies after the
+  // granted one. Returns fn's first OK, else the last failure, else the
+  // breaker-open status of the last answer.
+  absl::Status First(const std::vector<std::string>& dependencies,
+                     absl::FunctionRef<absl::Status(absl::string_view)> fn);
+
+  // Reports a permit obtained elsewhere (two-step use across threads).
+  absl::StatusOr<v1::ReportResponse> Report(absl::string_view dependency,
+                                            uint64_t permit,
+                                            const Outcome& outcome,
+                                            absl::Duration latency);
+
+  // The state the Watch cache holds for `dependency` (nullopt: unknown, or
+  // the stream is down).
+  std::optional<v1::State> CachedState(absl::string_view dependency) const;
+  // True while the Watch stream is up and has delivered its first snapshot.
+  bool WatchConnected() const;
+
+  ClientStats stats() const;
+
+  // Waits at most `timeout` for the channel to connect. For start-up code
+  // and tests; normal use never needs it.
+  bool WaitForConnected(absl::Duration timeout);
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace breakerd::client
+
+#endif  // BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_CLIENT_H_

@@ -1,0 +1,448 @@
+// The C++ client against the real breakerd binary over real sockets.
+#include "breakerd/client.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/breakerd_process.h"
+
+namespace breakerd::client {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "client-test-token";
+constexpr absl::Duration kWait = absl::Seconds(5);
+
+// Three failures in a row open a breaker for 30 s (long enough that no test
+// sees the cooldown end); "short/*" cools down in 1 s.
+constexpr char kConfig[] = R"(
+defaults:
+  consecutive_failures: 3
+  failure_rate: { threshold: 0 }
+  cooldown: { base: 30s, max: 60s, jitter: 0 }
+policies:
+  - match: "short/*"
+    cooldown: { base: 1s, max: 2s, jitter: 0 }
+)";
+
+// Polls `done` every 10 ms for at most `timeout`.
+bool WaitUntil(const std::function<bool()>& done,
+               absl::Duration timeout = kWait) {
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return done();
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartBreakerd(&proc_); }
+
+  void StartBreakerd(BreakerdProcess* proc,
+                     std::vector<std::string> extra = {}) {
+    extra.push_back("--config=" + proc->WriteFile("config.yaml", kConfig));
+    extra.push_back("--admin-token-file=" + proc->WriteFile("token", kToken));
+    ASSERT_TRUE(proc->Start(extra));
+  }
+
+  // A client of proc_ with its own channel (distinct_id) and quiet logs
+  // (kept in log_lines_).
+  std::unique_ptr<Client> NewClient(ClientOptions options = {},
+                                    int distinct_id = 0) {
+    options.channel = proc_.Channel(distinct_id);
+    options.target = proc_.tcp_address();
+    options.log = [this](absl::string_view line) {
+      log_lines_.push_back(std::string(line));
+    };
+    // Generous enough for a loaded CI machine; the fail-open test sets its
+    // own.
+    if (options.decision_timeout == absl::Milliseconds(20)) {
+      options.decision_timeout = absl::Seconds(2);
+    }
+    auto client = Client::Create(std::move(options));
+    EXPECT_TRUE(client.ok()) << client.status();
+    EXPECT_TRUE((*client)->WaitForConnected(kWait));
+    return std::move(*client);
+  }
+
+  // The value of a /metrics sample, 0 if absent.
+  double Metric(const std::string& selector) {
+    return Sample(proc_.Metrics(), selector).value_or(0);
+  }
+  double Reports(const std::string& dep, const std::string& cls,
+                 const std::string& effect) {
+    return Metric(absl::StrCat("breakerd_reports_total{dependency=\"", dep,
+                               "\",class=\"", cls, "\",effect=\"", effect,
+                               "\"}"));
+  }
+  double Acquires(const std::string& dep, const std::string& decision) {
+    return Metric(absl::StrCat("breakerd_acquire_total{dependency=\"", dep,
+                               "\",decision=\"", decision, "\"}"));
+  }
+
+  void ForceOpen(const std::string& dep) {
+    auto admin = proc_.AdminStub();
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", BearerToken(kToken));
+    v1::ForceOpenRequest request;
+    request.set_dependency(dep);
+    v1::AdminResponse response;
+    ASSERT_TRUE(admin->ForceOpen(&ctx, request, &response).ok());
+  }
+
+  // Opens `dep` with three counted failures through `client`.
+  void Trip(Client* client, const std::string& dep) {
+    for (int i = 0; i < 3; ++i) {
+      absl::Status s = client->Do(
+          dep, [] { return absl::UnavailableError("upstream down"); });
+      ASSERT_EQ(s.code(), absl::StatusCode::kUnavailable);
+      ASSERT_FALSE(IsBreakerOpen(s)) << s;
+    }
+  }
+
+  BreakerdProcess proc_;
+  std::vector<std::string> log_lines_;
+};
+
+TEST_F(ClientTest, GuardReportsEachOutcomeClass) {
+  auto client = NewClient();
+  const auto ok = [] { return absl::OkStatus(); };
+  EXPECT_TRUE(client->Do("guard/ok", ok).ok());
+  EXPECT_EQ(Reports("guard/ok", "success", "counted_success"), 1);
+
+  EXPECT_EQ(client
+                ->Do("guard/unavailable",
+                     [] { return absl::UnavailableError("refused"); })
+                .code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Reports("guard/unavailable", "connection_error", "counted_failure"),
+            1);
+
+  EXPECT_EQ(client
+                ->Do("guard/deadline",
+                     [] { return absl::DeadlineExceededError("slow"); })
+                .code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(Reports("guard/deadline", "timeout", "counted_failure"), 1);
+
+  EXPECT_EQ(
+      client->Do("guard/bad", [] { return absl::InvalidArgumentError("x"); })
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Reports("guard/bad", "bad_request", "neutral"), 1);
+
+  // HTTP statuses through the two-step permit.
+  for (auto [status, cls, effect] :
+       std::vector<std::tuple<int, std::string, std::string>>{
+           {200, "success", "counted_success"},
+           {503, "server_error", "counted_failure"},
+           {404, "bad_request", "neutral"},
+           {429, "rate_limited", "counted_failure"},
+           {401, "auth_error", "neutral"}}) {
+    const std::string dep = absl::StrCat("guard/http-", status);
+    absl::StatusOr<Permit> permit = client->Acquire(dep);
+    ASSERT_TRUE(permit.ok());
+    ASSERT_TRUE(permit->allowed());
+    EXPECT_EQ(permit->decision().source, DecisionSource::kSidecar);
+    absl::StatusOr<v1::ReportResponse> r =
+        permit->Report(Outcome::FromHttpStatus(status, "7"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(Reports(dep, cls, effect), 1) << status;
+  }
+
+  // A permit dropped unreported reports CANCELLED (neutral).
+  {
+    absl::StatusOr<Permit> permit = client->Acquire("guard/dropped");
+    ASSERT_TRUE(permit.ok() && permit->allowed());
+  }
+  EXPECT_EQ(Reports("guard/dropped", "cancelled", "neutral"), 1);
+
+  // A refused guard does not make the call.
+  ForceOpen("guard/forced");
+  int calls = 0;
+  absl::Status refused = client->Do("guard/forced", [&] {
+    ++calls;
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(calls, 0);
+  ASSERT_TRUE(IsBreakerOpen(refused)) << refused;
+  std::optional<Decision> refusal = RefusalOf(refused);
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->reason, v1::REJECT_REASON_FORCED_OPEN);
+  EXPECT_EQ(refusal->dependency, "guard/forced");
+  EXPECT_THAT(refused.message(), HasSubstr("guard/forced"));
+}
+
+TEST_F(ClientTest, InvalidNameIsAnErrorNotFailOpen) {
+  auto client = NewClient();
+  absl::StatusOr<Permit> permit = client->Acquire("bad name with spaces");
+  EXPECT_EQ(permit.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(permit.status().message(), HasSubstr("dependency"));
+  EXPECT_EQ(client->stats().fail_open, 0u);
+}
+
+TEST_F(ClientTest, OpenedByOneClientIsRefusedLocallyByAnother) {
+  auto tripper = NewClient({}, 1);
+  auto watcher = NewClient({}, 2);
+  ASSERT_TRUE(WaitUntil([&] { return watcher->WatchConnected(); }));
+  Trip(tripper.get(), "shared/dep");
+  ASSERT_TRUE(WaitUntil(
+      [&] { return watcher->CachedState("shared/dep") == v1::STATE_OPEN; }));
+
+  const double allowed = Acquires("shared/dep", "allowed");
+  const double rejected = Acquires("shared/dep", "rejected_open");
+  absl::StatusOr<Permit> permit = watcher->Acquire("shared/dep");
+  ASSERT_TRUE(permit.ok());
+  EXPECT_FALSE(permit->allowed());
+  EXPECT_EQ(permit->decision().source, DecisionSource::kLocal);
+  EXPECT_EQ(permit->decision().reason, v1::REJECT_REASON_OPEN);
+  EXPECT_GT(permit->decision().retry_after, absl::Seconds(20));
+  // Retries are refused locally too.
+  absl::StatusOr<Permit> retry = watcher->Acquire("shared/dep", 1);
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(retry->decision().source, DecisionSource::kLocal);
+  EXPECT_EQ(watcher->stats().local_rejections, 2u);
+  // breakerd saw neither.
+  EXPECT_EQ(Acquires("shared/dep", "allowed"), allowed);
+  EXPECT_EQ(Acquires("shared/dep", "rejected_open"), rejected);
+
+  // A forced-open breaker is refused locally as well.
+  ForceOpen("shared/forced");
+  ASSERT_TRUE(WaitUntil([&] {
+    return watcher->CachedState("shared/forced") == v1::STATE_FORCED_OPEN;
+  }));
+  absl::StatusOr<Permit> forced = watcher->Acquire("shared/forced");
+  ASSERT_TRUE(forced.ok());
+  EXPECT_EQ(forced->decision().source, DecisionSource::kLocal);
+  EXPECT_EQ(forced->decision().reason, v1::REJECT_REASON_FORCED_OPEN);
+}
+
+TEST_F(ClientTest, OpenPastItsCooldownGoesToTheSidecar) {
+  auto client = NewClient();
+  ASSERT_TRUE(WaitUntil([&] { return client->WatchConnected(); }));
+  Trip(client.get(), "short/dep");
+  ASSERT_TRUE(WaitUntil(
+      [&] { return client->CachedState("short/dep") == v1::STATE_OPEN; }));
+  // The 1 s cooldown ends; the next Acquire goes to breakerd, which grants
+  // the probe.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<Permit> p = client->Acquire("short/dep");
+        if (!p.ok() || p->decision().source != DecisionSource::kSidecar) {
+          return false;
+        }
+        EXPECT_TRUE(p->allowed());
+        EXPECT_TRUE(p->decision().probe);
+        p->Report(Outcome::Success()).IgnoreError();
+        return true;
+      },
+      absl::Seconds(10)));
+  EXPECT_TRUE(WaitUntil(
+      [&] { return client->CachedState("short/dep") == v1::STATE_CLOSED; }));
+}
+
+TEST_F(ClientTest, FailsOpenPromptlyWhenBreakerdIsStopped) {
+  ClientOptions options;
+  options.decision_timeout = absl::Milliseconds(200);
+  auto client = NewClient(options, 1);
+  ClientOptions closed_options;
+  closed_options.decision_timeout = absl::Milliseconds(200);
+  closed_options.fail_mode = FailMode::kClosed;
+  auto closed = NewClient(closed_options, 2);
+  ASSERT_TRUE(WaitUntil([&] { return client->WatchConnected(); }));
+  Trip(client.get(), "stop/dep");
+  ASSERT_TRUE(WaitUntil(
+      [&] { return client->CachedState("stop/dep") == v1::STATE_OPEN; }));
+
+  ASSERT_TRUE(proc_.Signal(SIGKILL));
+  ASSERT_TRUE(proc_.WaitExit(kWait).has_value());
+  // The stream's end clears the cache: decisions go to the (absent)
+  // sidecar, not to a stale local answer.
+  ASSERT_TRUE(WaitUntil([&] { return !client->WatchConnected(); }));
+  EXPECT_EQ(client->CachedState("stop/dep"), std::nullopt);
+
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Permit> permit = client->Acquire("stop/dep");
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_TRUE(permit.ok());
+  EXPECT_TRUE(permit->allowed());
+  EXPECT_EQ(permit->decision().source, DecisionSource::kFailOpen);
+  EXPECT_EQ(permit->decision().permit, 0u);
+  EXPECT_LT(took, absl::Seconds(1));
+  // Nothing is sent for a fail-open permit.
+  EXPECT_TRUE(permit->Report(Outcome::Success()).ok());
+  EXPECT_EQ(client->stats().report_errors, 0u);
+
+  int calls = 0;
+  EXPECT_TRUE(client
+                  ->Do("stop/other",
+                       [&] {
+                         ++calls;
+                         return absl::OkStatus();
+                       })
+                  .ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(client->stats().fail_open, 2u);
+  // Logged once, not once per call.
+  int unreachable_lines = 0;
+  for (const std::string& line : log_lines_) {
+    if (absl::StrContains(line, "unreachable")) ++unreachable_lines;
+  }
+  EXPECT_EQ(unreachable_lines, 1);
+
+  absl::Status refused = closed->Do("stop/other", [&] {
+    ++calls;
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(calls, 1);
+  ASSERT_TRUE(IsBreakerOpen(refused)) << refused;
+  EXPECT_EQ(RefusalOf(refused)->source, DecisionSource::kFailClosed);
+  EXPECT_EQ(closed->stats().fail_closed, 1u);
+  // The stream keeps trying to come back.
+  EXPECT_TRUE(WaitUntil([&] { return client->stats().watch_reconnects >= 2; }));
+}
+
+TEST_F(ClientTest, RetryNeverRetriesWhileOpen) {
+  auto client = NewClient();
+  RetryOptions options;
+  options.max_attempts = 5;
+  options.base = absl::Milliseconds(1);
+  options.max_backoff = absl::Milliseconds(5);
+
+  int calls = 0;
+  absl::Status s = client->Retry(
+      "retry/down",
+      [&] {
+        ++calls;
+        return absl::InternalError("upstream 500");
+      },
+      options);
+  // Three failures open the breaker; the fourth Acquire is refused and the
+  // helper stops there.
+  EXPECT_EQ(calls, 3);
+  ASSERT_TRUE(IsBreakerOpen(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("upstream 500"));
+  EXPECT_EQ(RefusalOf(s)->reason, v1::REJECT_REASON_OPEN);
+  EXPECT_EQ(Acquires("retry/down", "allowed"), 3);
+
+  calls = 0;
+  s = client->Retry(
+      "retry/bad",
+      [&] {
+        ++calls;
+        return absl::InvalidArgumentError("bad request");
+      },
+      options);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+
+  calls = 0;
+  s = client->Retry(
+      "retry/flaky",
+      [&] {
+        return ++calls == 1 ? absl::UnavailableError("once") : absl::OkStatus();
+      },
+      options);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(Reports("retry/flaky", "success", "counted_success"), 1);
+}
+
+TEST_F(ClientTest, FallbackChainSkipsAnOpenDependency) {
+  auto client = NewClient();
+  ForceOpen("chain/a");
+  std::vector<std::string> called;
+  auto record = [&](absl::string_view dep) {
+    called.push_back(std::string(dep));
+    return absl::OkStatus();
+  };
+  EXPECT_TRUE(client->First({"chain/a", "chain/b"}, record).ok());
+  EXPECT_THAT(called, ElementsAre("chain/b"));
+
+  // A failed call moves the chain on to the next dependency.
+  called.clear();
+  absl::Status s =
+      client->First({"chain/b", "chain/c"}, [&](absl::string_view dep) {
+        called.push_back(std::string(dep));
+        return dep == "chain/b" ? absl::UnavailableError("b down")
+                                : absl::OkStatus();
+      });
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_THAT(called, ElementsAre("chain/b", "chain/c"));
+  EXPECT_EQ(Reports("chain/b", "connection_error", "counted_failure"), 1);
+
+  // All open: the breaker-open status, no call.
+  ForceOpen("chain/d");
+  called.clear();
+  s = client->First({"chain/a", "chain/d"}, record);
+  EXPECT_TRUE(IsBreakerOpen(s)) << s;
+  EXPECT_TRUE(called.empty());
+}
+
+TEST_F(ClientTest, WatchReconnectsAfterBreakerdRestarts) {
+  ClientOptions options;
+  options.watch_backoff_max = absl::Milliseconds(200);
+  auto client = NewClient(options);
+  ASSERT_TRUE(WaitUntil([&] { return client->WatchConnected(); }));
+  const std::string address = proc_.tcp_address();
+  ASSERT_TRUE(proc_.Signal(SIGTERM));
+  ASSERT_TRUE(proc_.WaitExit(kWait).has_value());
+  ASSERT_TRUE(WaitUntil([&] { return !client->WatchConnected(); }));
+
+  // The same address again (the client's channel points there).
+  BreakerdProcess again;
+  StartBreakerd(&again, {"--listen=" + address});
+  ASSERT_TRUE(
+      WaitUntil([&] { return client->WatchConnected(); }, absl::Seconds(15)));
+  // A breaker opened by someone else is learnt from the new stream.
+  ClientOptions other_options;
+  other_options.target = address;
+  other_options.watch = false;
+  auto other = Client::Create(other_options);
+  ASSERT_TRUE(other.ok());
+  Trip(other->get(), "restart/dep");
+  EXPECT_TRUE(WaitUntil(
+      [&] { return client->CachedState("restart/dep") == v1::STATE_OPEN; }));
+  EXPECT_GE(client->stats().watch_reconnects, 1u);
+}
+
+TEST_F(ClientTest, ExampleRunsAgainstTheSidecar) {
+  const std::string log = proc_.dir() + "/example.log";
+  pid_t pid;
+  ASSERT_EQ(SpawnLogged({BREAKERD_CLIENT_EXAMPLE, proc_.tcp_address(), "fail"},
+                        log, &pid),
+            0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  std::ifstream in(log);
+  std::stringstream out;
+  out << in.rdbuf();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out.str();
+  // Default policy here: 3 failures open; the rest are refused without
+  // calling the upstream; the chain falls back to example/backup.
+  EXPECT_THAT(out.str(), HasSubstr("summary: ok=0 failed=3 refused=5 "
+                                   "upstream_calls=3"));
+  EXPECT_THAT(out.str(), HasSubstr("fallback chain: ok via example/backup"));
+}
+
+}  // namespace
+}  // namespace breakerd::client
