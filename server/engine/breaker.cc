@@ -210,6 +210,7 @@ void Breaker::CountTransition(State from, State to, TransitionReason reason) {
 Transition Breaker::MoveTo(Instant now, State from, State to,
                            TransitionReason reason) {
   ++generation_;
+  claim_ = Claim::kNone;
   CountTransition(from, to, reason);
   Transition t;
   t.dependency = dependency_;
@@ -333,6 +334,9 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
       } else if (retry) {
         // No retry while the breaker is not closed: the probe is a first try.
         r.reason = RejectReason::kOpen;
+      } else if (!FleetAllowsProbe(now, &r)) {
+        // Another sidecar holds the fleet's probe, or the claim is pending:
+        // r says PROBE_IN_FLIGHT.
       } else {
         probe_seq_ = (probe_seq_ % 127) + 1;
         probe_permit_ = MakePermit(/*probe=*/true, probe_seq_);
@@ -371,6 +375,84 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
     budget_.Add(now.ns, BudgetWidth(), kFirsts);
   }
   return r;
+}
+
+bool Breaker::FleetAllowsProbe(Instant now, AcquireResult* r) {
+  ProbeArbiter* arbiter = context_->arbiter;
+  if (arbiter == nullptr || !arbiter->Active()) return true;
+  if (claim_ == Claim::kHeld && now.ns < claim_until_ns_) return true;
+  r->reason = RejectReason::kProbeInFlight;
+  if (claim_ == Claim::kNone || now.ns >= claim_until_ns_) {
+    // Ask; refuse meanwhile. Without an answer within the lease, ask again.
+    claim_ = Claim::kPending;
+    claim_until_ns_ = now.ns + absl::ToInt64Nanoseconds(policy_->probe.lease);
+    arbiter->RequestClaim(dependency_, generation_, policy_->probe.lease);
+  }
+  if (claim_ == Claim::kElsewhere) {
+    r->retry_after = absl::Nanoseconds(claim_until_ns_ - now.ns);
+  }
+  return false;
+}
+
+void Breaker::SetProbeClaim(uint64_t generation, bool won,
+                            absl::Duration lease) {
+  if (generation != generation_) return;
+  claim_ = won ? Claim::kHeld : Claim::kElsewhere;
+  claim_until_ns_ = NowInstant().ns + absl::ToInt64Nanoseconds(lease);
+}
+
+std::optional<Transition> Breaker::ApplyExternal(const ExternalState& state,
+                                                 TransitionReason reason) {
+  std::optional<Transition> t;
+  switch (state.kind) {
+    case ExternalState::Kind::kForcedOpen:
+      t = Force(Override::kForcedOpen);
+      break;
+    case ExternalState::Kind::kForcedClosed:
+      t = Force(Override::kForcedClosed);
+      break;
+    case ExternalState::Kind::kReset:
+      t = Reset();
+      break;
+    case ExternalState::Kind::kClosed: {
+      if (!open_) return std::nullopt;
+      const Instant now = NowInstant();
+      if (override_ != Override::kNone) {
+        // The operator's override still decides; close beneath it.
+        open_ = false;
+        half_open_seen_ = false;
+        probe_permit_ = 0;
+        probe_successes_ = 0;
+        ClearHistory();
+        return std::nullopt;
+      }
+      t = Close(now, DerivedState(now), reason);
+      break;
+    }
+    case ExternalState::Kind::kOpen: {
+      const Instant now = NowInstant();
+      const State from = DerivedState(now);
+      const bool overridden = override_ != Override::kNone;
+      if (!overridden) {
+        CreditStateTime(now, &state_seconds_);
+        state_entered_ns_ = now.ns;
+      }
+      open_ = true;
+      open_until_ns_ =
+          now.ns + absl::ToInt64Nanoseconds(
+                       std::max(state.open_remaining, absl::ZeroDuration()));
+      escalation_ = state.escalation_level;
+      half_open_seen_ = false;
+      probe_permit_ = 0;
+      probe_successes_ = 0;
+      // With an override, the open period runs beneath it, unseen.
+      if (overridden) return std::nullopt;
+      t = MoveTo(now, from, State::kOpen, reason);
+      break;
+    }
+  }
+  t->external = true;
+  return t;
 }
 
 absl::StatusOr<ReportResult> Breaker::Report(

@@ -34,6 +34,23 @@ using UniformSource = double (*)();
 // The default: a thread-local pseudo-random generator.
 double DefaultUniform();
 
+// Decides, in fleet mode, which sidecar may send the half-open probe. The
+// engine asks; the answer comes back later through Breaker::SetProbeClaim
+// (Registry::SetProbeClaim), so no Acquire ever waits on the fleet.
+// REQUIRES of implementations: thread-safe; both methods quick and
+// non-blocking (they run under a shard lock); never call the Registry.
+class ProbeArbiter {
+ public:
+  virtual ~ProbeArbiter() = default;
+  // True while probes must be claimed fleet-wide; false (fleet store down)
+  // means every breaker probes on its own, as without a fleet.
+  virtual bool Active() const = 0;
+  // Asks for the fleet-wide probe of `dependency` for its open period
+  // `generation`, held for `lease`.
+  virtual void RequestClaim(absl::string_view dependency, uint64_t generation,
+                            absl::Duration lease) = 0;
+};
+
 // What every breaker of a Registry shares, kept once (breakers hold a
 // pointer: at 100k breakers every byte of a Breaker counts).
 struct BreakerContext {
@@ -41,6 +58,8 @@ struct BreakerContext {
   // Keys the permit check; a per-process random value.
   uint64_t permit_secret = 0;
   UniformSource uniform = &DefaultUniform;
+  // Fleet mode's probe arbiter; null without a fleet. Set before serving.
+  ProbeArbiter* arbiter = nullptr;
 };
 
 // One report's facts after classification.
@@ -82,6 +101,20 @@ class Breaker {
   // Back to plain closed: override, window, counts and escalation cleared.
   Transition Reset();
 
+  // Applies a state decided elsewhere (the fleet, a state file), with
+  // `reason` for kOpen and kClosed (forced states and reset keep theirs).
+  // kOpen opens (or re-times the open period) with the given time left and
+  // escalation, leaving an operator override in place; kClosed closes an
+  // open breaker as a probe success would. Returns the transition, marked
+  // external, or nullopt if nothing visible changed.
+  std::optional<Transition> ApplyExternal(const ExternalState& state,
+                                          TransitionReason reason);
+
+  // The fleet's answer to ProbeArbiter::RequestClaim for `generation`: this
+  // sidecar holds the fleet-wide probe (`won`) or another one does, for
+  // `lease` from now. Ignored if the breaker has moved on since.
+  void SetProbeClaim(uint64_t generation, bool won, absl::Duration lease);
+
   // Applies a new policy in place: state, counters, escalation, generation
   // and the running cooldown survive. REQUIRES: policy non-null.
   void SetPolicy(std::shared_ptr<const Policy> policy);
@@ -96,6 +129,8 @@ class Breaker {
 
  private:
   enum class Override : uint8_t { kNone, kForcedOpen, kForcedClosed };
+  // Fleet mode: where the fleet-wide probe of this half-open period is.
+  enum class Claim : uint8_t { kNone, kPending, kHeld, kElsewhere };
   enum Counter { kCalls = 0, kFailures = 1, kSlow = 2 };
   enum BudgetCounter { kFirsts = 0, kRetries = 1 };
 
@@ -108,6 +143,10 @@ class Breaker {
 
   Transition Force(Override to);
   State DerivedState(Instant now) const;
+  // Fleet mode, half-open with no probe out: true if this sidecar may send
+  // the probe; else fills r (PROBE_IN_FLIGHT) and asks for the claim if
+  // nobody has yet.
+  bool FleetAllowsProbe(Instant now, AcquireResult* r);
   uint64_t MakePermit(bool probe, uint32_t seq) const;
   bool PermitIsOurs(uint64_t permit) const;
   // Keys this breaker's permits: unique among live breakers.
@@ -154,6 +193,9 @@ class Breaker {
   bool half_open_seen_ = false;
   // Numbers the probes (7 bits go into the permit).
   uint8_t probe_seq_ = 0;
+  // Fleet mode: the probe claim, valid until claim_until_ns_ (for kPending:
+  // when to ask again if no answer came).
+  Claim claim_ = Claim::kNone;
   // A hash of dependency_, mixed into permit tags (fills what would be
   // padding; set once in the constructor).
   uint32_t name_hash_ = 0;
@@ -166,6 +208,7 @@ class Breaker {
   // The permit of the probe out, 0 if none; its lease ends at probe_until_.
   uint64_t probe_permit_ = 0;
   int64_t probe_until_ns_ = 0;
+  int64_t claim_until_ns_ = 0;
   int64_t last_activity_ns_ = 0;
 
   // Bucket widths in microseconds, derived from policy_ (CacheWidths).

@@ -261,6 +261,26 @@ absl::StatusOr<BreakerSnapshot> Registry::Reset(absl::string_view dependency) {
   return Administer(dependency, /*create=*/false, &Breaker::Reset);
 }
 
+absl::StatusOr<BreakerSnapshot> Registry::ApplyExternal(
+    absl::string_view dependency, const ExternalState& state,
+    TransitionReason reason) {
+  std::optional<Transition> transition;
+  auto result = WithBreaker(dependency, /*create=*/true, [&](Breaker& b) {
+    transition = b.ApplyExternal(state, reason);
+    return b.Snapshot();
+  });
+  if (transition.has_value()) Notify(*transition);
+  return result;
+}
+
+void Registry::SetProbeClaim(absl::string_view dependency, uint64_t generation,
+                             bool won, absl::Duration lease) {
+  WithBreaker(dependency, /*create=*/false, [&](Breaker& b) {
+    b.SetProbeClaim(generation, won, lease);
+    return true;
+  }).IgnoreError();
+}
+
 void Registry::ApplyPolicies(std::shared_ptr<const PolicySet> policies) {
   MutexLock reload(&reload_mu_);
   {

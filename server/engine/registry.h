@@ -116,6 +116,22 @@ class Registry {
   absl::StatusOr<BreakerSnapshot> ForceClose(absl::string_view dependency);
   absl::StatusOr<BreakerSnapshot> Reset(absl::string_view dependency);
 
+  // Fleet mode: the arbiter of half-open probes (null: none). REQUIRES:
+  // called before any other method, and `arbiter` outlives the registry.
+  void SetProbeArbiter(ProbeArbiter* arbiter) { context_.arbiter = arbiter; }
+
+  // Applies a state decided elsewhere (Breaker::ApplyExternal), creating
+  // the breaker if needed (subject to the cap); observers see the
+  // transition marked external. INVALID_ARGUMENT for a bad name.
+  absl::StatusOr<BreakerSnapshot> ApplyExternal(absl::string_view dependency,
+                                                const ExternalState& state,
+                                                TransitionReason reason);
+
+  // The fleet's answer to a probe claim (Breaker::SetProbeClaim). Unknown
+  // names are ignored.
+  void SetProbeClaim(absl::string_view dependency, uint64_t generation,
+                     bool won, absl::Duration lease);
+
   // Swaps in a new policy set and re-applies it to every existing breaker in
   // place (state, counters, escalation and generation survive).
   void ApplyPolicies(std::shared_ptr<const PolicySet> policies);
@@ -160,7 +176,8 @@ class Registry {
                                                  uint32_t attempt);
 
   const Clock* const clock_;
-  const BreakerContext context_;
+  // Constant once serving (SetProbeArbiter comes before).
+  BreakerContext context_;
   std::vector<TransitionObserver*> observers_;  // fixed before serving
 
   mutable std::array<Shard, kShards> shards_;

@@ -81,6 +81,10 @@ absl::string_view TransitionReasonName(TransitionReason r) {
       return "forced_closed";
     case TransitionReason::kReset:
       return "reset";
+    case TransitionReason::kFleet:
+      return "fleet";
+    case TransitionReason::kRestored:
+      return "restored";
   }
   return "unknown";
 }

@@ -71,6 +71,10 @@ enum class TransitionReason : uint8_t {
   kForcedOpen,
   kForcedClosed,
   kReset,
+  // Applied from another sidecar of the fleet (fleet mode).
+  kFleet,
+  // Read back from the --state-file at start-up.
+  kRestored,
 };
 
 // Stable lower_snake_case names, used in metric labels, logs and the wire.
@@ -115,6 +119,27 @@ struct Transition {
   uint32_t escalation_level = 0;
   uint32_t consecutive_failures = 0;
   WindowCounts window;
+  // True when the change was decided elsewhere (another sidecar of the
+  // fleet, or a state file) and applied here: fleet sync does not publish
+  // it again.
+  bool external = false;
+};
+
+// A state decided outside this breaker (by the fleet or a state file), to
+// apply to it.
+struct ExternalState {
+  enum class Kind : uint8_t {
+    kOpen,
+    kClosed,
+    kForcedOpen,
+    kForcedClosed,
+    kReset
+  };
+  Kind kind = Kind::kOpen;
+  // kOpen: the time left in the cooldown (zero or less: half-open now).
+  absl::Duration open_remaining = absl::ZeroDuration();
+  // kOpen: the escalation level to take (cooldown doublings so far).
+  uint32_t escalation_level = 0;
 };
 
 // Number of finite buckets of the call-latency histogram.
