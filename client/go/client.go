@@ -1,0 +1,343 @@
+package breakerd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/breakerd/breakerd/client/go/breakerdv1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultTarget is the sidecar address used when neither WithTarget nor the
+// BREAKERD_ADDR environment variable says otherwise.
+const DefaultTarget = "127.0.0.1:50051"
+
+// FailMode says what Acquire answers when breakerd cannot be asked.
+type FailMode int
+
+const (
+	// FailOpen (the default) allows the call, with source SourceFailOpen.
+	FailOpen FailMode = iota
+	// FailClosed refuses the call, with source SourceFailClosed.
+	FailClosed
+)
+
+type config struct {
+	target          string
+	decisionTimeout time.Duration
+	failMode        FailMode
+	watch           bool
+	backoffBase     time.Duration
+	backoffMax      time.Duration
+	logger          *slog.Logger
+	classifier      Classifier
+	dialOptions     []grpc.DialOption
+}
+
+// Option configures a Client; see New.
+type Option func(*config)
+
+// WithTarget sets breakerd's address: "host:port", "unix:/path/to.sock" or
+// any gRPC target. Default: $BREAKERD_ADDR if set, else DefaultTarget.
+func WithTarget(target string) Option { return func(c *config) { c.target = target } }
+
+// WithDecisionTimeout sets the deadline of each Acquire, AcquireFirst and
+// Report RPC. Default 20 ms.
+func WithDecisionTimeout(d time.Duration) Option { return func(c *config) { c.decisionTimeout = d } }
+
+// WithFailMode sets what Acquire answers when breakerd is unreachable or
+// too slow. Default FailOpen.
+func WithFailMode(m FailMode) Option { return func(c *config) { c.failMode = m } }
+
+// WithWatch turns the Watch stream and its local-refusal cache on or off.
+// Default on.
+func WithWatch(on bool) Option { return func(c *config) { c.watch = on } }
+
+// WithWatchBackoff sets the Watch reconnect backoff: full jitter over base
+// doubling up to max. Default 100 ms to 5 s.
+func WithWatchBackoff(base, max time.Duration) Option {
+	return func(c *config) { c.backoffBase, c.backoffMax = base, max }
+}
+
+// WithLogger sets where the client logs (sidecar unreachable / back, Report
+// failures starting / stopping, Watch stream lost). Default slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithClassifier sets how Do, Guard, Retry and First turn the call's error
+// into an Outcome. Default FromError.
+func WithClassifier(f Classifier) Option { return func(c *config) { c.classifier = f } }
+
+// WithDialOptions adds gRPC dial options (the default is plaintext, which is
+// what a sidecar on loopback or a unix socket needs).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *config) { c.dialOptions = append(c.dialOptions, opts...) }
+}
+
+// Stats is a snapshot of the client's counters since New.
+type Stats struct {
+	// FailOpen counts decisions allowed because breakerd could not be asked.
+	FailOpen uint64
+	// FailClosed counts decisions refused because breakerd could not be asked.
+	FailClosed uint64
+	// LocalRejections counts decisions refused from the Watch cache.
+	LocalRejections uint64
+	// ReportErrors counts Report RPCs that failed.
+	ReportErrors uint64
+	// WatchReconnects counts Watch streams opened after the first one.
+	WatchReconnects uint64
+}
+
+// Client talks to one breakerd. Make one per process and share it: all
+// methods are safe for concurrent use. It owns one gRPC channel and (with
+// watch on) one Watch stream; Close releases both.
+type Client struct {
+	cfg   config
+	conn  *grpc.ClientConn
+	rpc   pb.BreakerClient
+	cache cache
+
+	failOpen, failClosed, localRejections, reportErrors, watchReconnects atomic.Uint64
+
+	sidecarDown   atomic.Bool // logged once per change
+	reportFailing atomic.Bool // logged once per change
+
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+	closeOnce sync.Once
+}
+
+// New makes a Client. It does not wait for breakerd: the channel starts
+// connecting in the background, and a decision that finds it not up within
+// the decision timeout fails open (or closed). The error is only for an
+// unusable target or option.
+func New(opts ...Option) (*Client, error) {
+	cfg := config{
+		target:          DefaultTarget,
+		decisionTimeout: 20 * time.Millisecond,
+		watch:           true,
+		backoffBase:     100 * time.Millisecond,
+		backoffMax:      5 * time.Second,
+		classifier:      FromError,
+	}
+	if env := os.Getenv("BREAKERD_ADDR"); env != "" {
+		cfg.target = env
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	if cfg.classifier == nil {
+		cfg.classifier = FromError
+	}
+	if cfg.decisionTimeout <= 0 || cfg.backoffBase <= 0 || cfg.backoffMax < cfg.backoffBase {
+		return nil, errors.New("breakerd: decision timeout and watch backoff must be positive, max >= base")
+	}
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.dialOptions...)
+	conn, err := grpc.NewClient(cfg.target, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("breakerd: target %q: %w", cfg.target, err)
+	}
+	conn.Connect()
+	c := &Client{cfg: cfg, conn: conn, rpc: pb.NewBreakerClient(conn), watchDone: make(chan struct{})}
+	c.cache.entries = make(map[string]cacheEntry)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopWatch = cancel
+	if cfg.watch {
+		go c.watchLoop(ctx)
+	} else {
+		close(c.watchDone)
+	}
+	return c, nil
+}
+
+// Close ends the Watch stream and the channel. Safe to call more than once;
+// the Client must not be used afterwards.
+func (c *Client) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.stopWatch()
+		<-c.watchDone
+		err = c.conn.Close()
+	})
+	return err
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Client) Stats() Stats {
+	return Stats{
+		FailOpen:        c.failOpen.Load(),
+		FailClosed:      c.failClosed.Load(),
+		LocalRejections: c.localRejections.Load(),
+		ReportErrors:    c.reportErrors.Load(),
+		WatchReconnects: c.watchReconnects.Load(),
+	}
+}
+
+// Acquire asks whether dependency may be called now; attempt is 0 for a
+// first try and 1, 2, ... for retries. A refusal is not an error: it is a
+// Decision with Allowed false. The error is for a bad dependency name
+// (INVALID_ARGUMENT), or ctx's own error when ctx ended first; breakerd
+// being unreachable or slower than the decision timeout gives a fail-open
+// (or fail-closed) Decision instead.
+func (c *Client) Acquire(ctx context.Context, dependency string, attempt uint32) (Decision, error) {
+	if err := validateDependency(dependency); err != nil {
+		return Decision{}, err
+	}
+	if d, refused := c.cache.refuse(dependency, time.Now()); refused {
+		c.localRejections.Add(1)
+		return d, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.decisionTimeout)
+	defer cancel()
+	resp, err := c.rpc.Acquire(rctx, &pb.AcquireRequest{Dependency: dependency, Attempt: attempt})
+	if err != nil {
+		return c.unreachable(ctx, dependency, err)
+	}
+	c.reachable()
+	return Decision{
+		Allowed: resp.Allowed, Permit: resp.Permit, Probe: resp.Probe, State: resp.State,
+		Reason: resp.Reason, RetryAfter: resp.RetryAfter.AsDuration(), Dependency: dependency,
+		Source: SourceSidecar,
+	}, nil
+}
+
+// AcquireFirst asks for the first of dependencies (in order of preference)
+// that may be called now, in one round trip; Decision.Dependency is the one
+// granted. Dependencies the Watch cache refuses are dropped before the RPC;
+// if none is left the refusal is local. On fail-open the first remaining
+// dependency is granted (without a permit). Errors as for Acquire, plus an
+// empty list.
+func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attempt uint32) (Decision, error) {
+	if len(dependencies) == 0 {
+		return Decision{}, status.Error(codes.InvalidArgument, "dependencies: must not be empty")
+	}
+	now := time.Now()
+	remaining := make([]string, 0, len(dependencies))
+	var local Decision
+	for _, dep := range dependencies {
+		if err := validateDependency(dep); err != nil {
+			return Decision{}, err
+		}
+		if d, refused := c.cache.refuse(dep, now); refused {
+			if local.Source != SourceLocal || d.RetryAfter < local.RetryAfter {
+				local.RetryAfter = d.RetryAfter
+			}
+			local.State, local.Reason, local.Source = d.State, d.Reason, SourceLocal
+			continue
+		}
+		remaining = append(remaining, dep)
+	}
+	if len(remaining) == 0 {
+		c.localRejections.Add(1)
+		return local, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.decisionTimeout)
+	defer cancel()
+	resp, err := c.rpc.AcquireFirst(rctx, &pb.AcquireFirstRequest{Dependencies: remaining, Attempt: attempt})
+	if err != nil {
+		d, err := c.unreachable(ctx, remaining[0], err)
+		if !d.Allowed {
+			d.Dependency = "" // none granted
+		}
+		return d, err
+	}
+	c.reachable()
+	return Decision{
+		Allowed: resp.Allowed, Permit: resp.Permit, Probe: resp.Probe, State: resp.State,
+		Reason: resp.Reason, RetryAfter: resp.RetryAfter.AsDuration(), Dependency: resp.Dependency,
+		Source: SourceSidecar,
+	}, nil
+}
+
+// Report tells breakerd how the call allowed with permit went. A permit of
+// 0 (fail-open) is not sent. Report never fails the caller: errors are
+// counted (Stats.ReportErrors) and logged once per change. It is not
+// cut short by ctx's cancellation (only by the decision timeout), so it can
+// be called after the caller gave up.
+func (c *Client) Report(ctx context.Context, dependency string, permit uint64, outcome Outcome) {
+	if permit == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.decisionTimeout)
+	defer cancel()
+	if _, err := c.rpc.Report(rctx, outcome.request(dependency, permit)); err != nil {
+		c.reportErrors.Add(1)
+		if c.reportFailing.CompareAndSwap(false, true) {
+			c.cfg.logger.Warn("breakerd: Report failing", "dependency", dependency, "error", err)
+		}
+		return
+	}
+	if c.reportFailing.CompareAndSwap(true, false) {
+		c.cfg.logger.Info("breakerd: Report working again")
+	}
+}
+
+// CachedState is what the Watch cache knows about dependency (false when
+// nothing, e.g. with watch off or while the stream is down). For
+// diagnostics and tests; Acquire consults the cache itself.
+func (c *Client) CachedState(dependency string) (State, bool) {
+	return c.cache.state(dependency)
+}
+
+// unreachable turns an RPC error into a fail-open/closed decision for
+// dependency, except INVALID_ARGUMENT (the caller's bug) and the caller's
+// own ctx ending, which are returned.
+func (c *Client) unreachable(ctx context.Context, dependency string, err error) (Decision, error) {
+	if status.Code(err) == codes.InvalidArgument {
+		return Decision{}, err
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return Decision{}, ctxErr
+	}
+	if c.sidecarDown.CompareAndSwap(false, true) {
+		c.cfg.logger.Warn("breakerd: sidecar unreachable, failing "+c.failWord(), "target", c.cfg.target, "error", err)
+	}
+	if c.cfg.failMode == FailClosed {
+		c.failClosed.Add(1)
+		return Decision{Dependency: dependency, Source: SourceFailClosed}, nil
+	}
+	c.failOpen.Add(1)
+	return Decision{Allowed: true, Dependency: dependency, Source: SourceFailOpen}, nil
+}
+
+func (c *Client) reachable() {
+	if c.sidecarDown.CompareAndSwap(true, false) {
+		c.cfg.logger.Info("breakerd: sidecar reachable again", "target", c.cfg.target)
+	}
+}
+
+func (c *Client) failWord() string {
+	if c.cfg.failMode == FailClosed {
+		return "closed"
+	}
+	return "open"
+}
+
+// validateDependency applies the wire rule (1-200 bytes of
+// [A-Za-z0-9._:/@-]) so a bad name is an error even while breakerd is down;
+// the error is an INVALID_ARGUMENT status, as breakerd's would be.
+func validateDependency(dep string) error {
+	if len(dep) == 0 || len(dep) > 200 {
+		return status.Errorf(codes.InvalidArgument, "dependency: must be 1-200 bytes (got %d)", len(dep))
+	}
+	for i := 0; i < len(dep); i++ {
+		b := dep[i]
+		ok := b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' ||
+			b == '.' || b == '_' || b == ':' || b == '/' || b == '@' || b == '-'
+		if !ok {
+			return status.Errorf(codes.InvalidArgument, "dependency %q: byte %d (%q) is not in [A-Za-z0-9._:/@-]", dep, i, b)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+package breakerd_test
+
+// Test helpers: a real breakerd child process, its Admin service, GetState
+// and /metrics.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	pb "github.com/breakerd/breakerd/client/go/breakerdv1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+const testConfig = `defaults:
+  consecutive_failures: 3
+  failure_rate: { threshold: 0 }
+  cooldown: { base: 30s, max: 60s, jitter: 0 }
+policies:
+  - match: "short/*"
+    cooldown: { base: 1s, max: 2s, jitter: 0 }
+`
+
+const adminToken = "go-client-test-token"
+
+func TestMain(m *testing.M) {
+	bin := os.Getenv("BREAKERD_BIN")
+	if st, err := os.Stat(bin); bin == "" || err != nil || st.Mode()&0o111 == 0 {
+		fmt.Fprintf(os.Stderr, "BREAKERD_BIN must name the breakerd executable (got %q)\n", bin)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+// sidecar is one running breakerd.
+type sidecar struct {
+	t       *testing.T
+	dir     string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	addr    string // gRPC host:port
+	metrics string // HTTP host:port
+	admin   pb.AdminClient
+	breaker pb.BreakerClient
+	conn    *grpc.ClientConn
+
+	mu  sync.Mutex
+	log strings.Builder // its stderr, for failure messages
+}
+
+// startSidecar starts breakerd on a free loopback port.
+func startSidecar(t *testing.T) *sidecar {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(testConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(adminToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := launch(t, dir, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// restart starts a new breakerd with the same files on the same address
+// (retrying for a few seconds while the port is not yet free).
+func (s *sidecar) restart() *sidecar {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := launch(s.t, s.dir, s.addr)
+		if err == nil {
+			return n
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("restart on %s: %v", s.addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func launch(t *testing.T, dir, listen string) (*sidecar, error) {
+	cmd := exec.Command(os.Getenv("BREAKERD_BIN"),
+		"--listen="+listen, "--metrics-listen=127.0.0.1:0",
+		"--config="+filepath.Join(dir, "config.yaml"),
+		"--admin-token-file="+filepath.Join(dir, "token"))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &sidecar{t: t, dir: dir, cmd: cmd, exited: make(chan struct{})}
+	serving := make(chan map[string]any, 1)
+	go func() { // drain stderr for the process's whole life
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.log.WriteString(line + "\n")
+			s.mu.Unlock()
+			var ev map[string]any
+			if json.Unmarshal([]byte(line), &ev) == nil && ev["event"] == "serving" {
+				select {
+				case serving <- ev:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
+	select {
+	case ev := <-serving:
+		s.addr = strings.Split(fmt.Sprint(ev["grpc"]), ",")[0]
+		s.metrics = fmt.Sprint(ev["metrics"])
+	case <-s.exited:
+		return nil, fmt.Errorf("breakerd exited before serving:\n%s", s.stderr())
+	case <-time.After(10 * time.Second):
+		s.kill()
+		return nil, fmt.Errorf("breakerd did not log serving within 10 s:\n%s", s.stderr())
+	}
+	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		s.kill()
+		return nil, err
+	}
+	s.conn, s.admin, s.breaker = conn, pb.NewAdminClient(conn), pb.NewBreakerClient(conn)
+	t.Cleanup(s.stop)
+	return s, nil
+}
+
+func (s *sidecar) stderr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+// stop: SIGTERM, then SIGKILL after 5 s.
+func (s *sidecar) stop() {
+	if s.conn != nil {
+		_ = s.conn.Close()
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
+		s.kill()
+	}
+}
+
+// kill: SIGKILL and wait, as a crash.
+func (s *sidecar) kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+func (s *sidecar) adminCtx() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+adminToken), cancel
+}
+
+func (s *sidecar) forceOpen(dep string) {
+	s.t.Helper()
+	ctx, cancel := s.adminCtx()
+	defer cancel()
+	if _, err := s.admin.ForceOpen(ctx, &pb.ForceOpenRequest{Dependency: dep}); err != nil {
+		s.t.Fatalf("ForceOpen(%s): %v", dep, err)
+	}
+}
+
+func (s *sidecar) state(dep string) *pb.BreakerStatus {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := s.breaker.GetState(ctx, &pb.GetStateRequest{Dependency: dep})
+	if err != nil {
+		s.t.Fatalf("GetState(%s): %v", dep, err)
+	}
+	return st
+}
+
+// metric sums the samples of name whose labels include all of want.
+func (s *sidecar) metric(name string, want map[string]string) float64 {
+	s.t.Helper()
+	resp, err := http.Get("http://" + s.metrics + "/metrics")
+	if err != nil {
+		s.t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatalf("scrape: %v", err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		end := strings.LastIndex(line, "}")
+		labels := parseLabels(line[len(name)+1 : end])
+		match := true
+		for k, v := range want {
+			if labels[k] != v {
+				match = false
+			}
+		}
+		if match {
+			v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+			if err != nil {
+				s.t.Fatalf("metric line %q: %v", line, err)
+			}
+			sum += v
+		}
+	}
+	return sum
+}
+
+// parseLabels reads `a="x",b="y"` (label values here never hold quotes).
+func parseLabels(s string) map[string]string {
+	out := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(pair, "=")
+		if ok {
+			out[k] = strings.Trim(v, `"`)
+		}
+	}
+	return out
+}
+
+// reports is breakerd_reports_total for dep, class and effect.
+func (s *sidecar) reports(dep, class, effect string) float64 {
+	return s.metric("breakerd_reports_total", map[string]string{"dependency": dep, "class": class, "effect": effect})
+}
+
+// acquires is breakerd_acquire_total for dep, every decision.
+func (s *sidecar) acquires(dep string) float64 {
+	return s.metric("breakerd_acquire_total", map[string]string{"dependency": dep})
+}
+
+// eventually polls cond every 10 ms for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,120 @@
+package breakerd
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	pb "github.com/breakerd/breakerd/client/go/breakerdv1"
+)
+
+// cache is the Watch stream's view: dependency -> state and, when open, the
+// monotonic time the cooldown ends.
+type cache struct {
+	mu      sync.RWMutex
+	entries map[string]cacheEntry
+}
+
+type cacheEntry struct {
+	state     State
+	openUntil time.Time // carries a monotonic reading (time.Now().Add)
+}
+
+func (c *cache) apply(ch *pb.StateChange, now time.Time) {
+	e := cacheEntry{state: ch.State}
+	if ch.State == StateOpen {
+		e.openUntil = now.Add(ch.RetryAfter.AsDuration())
+	}
+	c.mu.Lock()
+	c.entries[ch.Dependency] = e
+	c.mu.Unlock()
+}
+
+func (c *cache) clear() {
+	c.mu.Lock()
+	clear(c.entries)
+	c.mu.Unlock()
+}
+
+func (c *cache) state(dep string) (State, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.entries[dep]
+	return e.state, ok
+}
+
+// refuse reports a local refusal while the cache says FORCED_OPEN, or OPEN
+// with the cooldown still running; everything else goes to breakerd.
+func (c *cache) refuse(dep string, now time.Time) (Decision, bool) {
+	c.mu.RLock()
+	e, ok := c.entries[dep]
+	c.mu.RUnlock()
+	switch {
+	case !ok:
+		return Decision{}, false
+	case e.state == StateForcedOpen:
+		return Decision{State: e.state, Reason: ReasonForcedOpen, Dependency: dep, Source: SourceLocal}, true
+	case e.state == StateOpen && now.Before(e.openUntil):
+		return Decision{State: e.state, Reason: ReasonOpen, RetryAfter: e.openUntil.Sub(now),
+			Dependency: dep, Source: SourceLocal}, true
+	}
+	return Decision{}, false
+}
+
+// watchLoop keeps one Watch stream over every dependency until ctx ends.
+// When a stream ends the cache is cleared at once, then the stream is
+// reopened after a full-jitter backoff (base doubling to max; back to base
+// after a stream that was live).
+func (c *Client) watchLoop(ctx context.Context) {
+	defer close(c.watchDone)
+	backoff := c.cfg.backoffBase
+	for first := true; ; first = false {
+		if !first {
+			c.watchReconnects.Add(1)
+		}
+		live, err := c.watchOnce(ctx)
+		c.cache.clear()
+		if ctx.Err() != nil {
+			return
+		}
+		if live {
+			c.cfg.logger.Info("breakerd: Watch stream lost, local cache cleared", "error", err)
+			backoff = c.cfg.backoffBase
+		}
+		timer := time.NewTimer(rand.N(backoff + 1))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, c.cfg.backoffMax)
+	}
+}
+
+// watchSubscribedHeader is the response header breakerd sends as soon as a
+// Watch stream is subscribed.
+const watchSubscribedHeader = "breakerd-watch-subscribed"
+
+// watchOnce runs one stream until it fails; live says whether breakerd
+// subscribed it (its header came, or a StateChange did).
+func (c *Client) watchOnce(ctx context.Context) (live bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.rpc.Watch(sctx, &pb.WatchRequest{})
+	if err != nil {
+		return false, err
+	}
+	if md, err := stream.Header(); err == nil && len(md.Get(watchSubscribedHeader)) > 0 {
+		live = true
+	}
+	for {
+		ch, err := stream.Recv()
+		if err != nil {
+			return live, err
+		}
+		c.cache.apply(ch, time.Now())
+		live = true
+	}
+}

@@ -1,0 +1,571 @@
+package io.breakerd.client;
+
+import io.breakerd.v1.AcquireFirstRequest;
+import io.breakerd.v1.AcquireFirstResponse;
+import io.breakerd.v1.AcquireRequest;
+import io.breakerd.v1.AcquireResponse;
+import io.breakerd.v1.BreakerGrpc;
+import io.breakerd.v1.GetStateRequest;
+import io.breakerd.v1.ReportRequest;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import java.lang.System.Logger.Level;
+import java.lang.reflect.UndeclaredThrowableException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.Callable;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * A client of the breakerd sidecar: ask before each call to a dependency, report
+ * how it went.
+ *
+ * <pre>{@code
+ * try (BreakerdClient breakerd = BreakerdClient.builder().target("127.0.0.1:50051").build()) {
+ *   String body = breakerd.call("payments/api", () -> fetch());   // guard
+ *   try (Permit p = breakerd.acquire("search/api")) {               // by hand
+ *     p.report(Outcome.fromHttpStatus(search().statusCode()));
+ *   }
+ * }
+ * }</pre>
+ *
+ * <p>Build one per process and share it: it is thread-safe and owns one gRPC
+ * channel and (with {@code watch} on) one Watch stream whose events let it
+ * refuse calls to open breakers locally, without an RPC.
+ *
+ * <p>Every Acquire, AcquireFirst and Report RPC has the decision timeout as
+ * deadline and is never wait-for-ready. When breakerd cannot answer, the
+ * decision is {@link Decision.Source#FAIL_OPEN} (allowed, permit 0) or, with
+ * {@link FailMode#CLOSED}, {@link Decision.Source#FAIL_CLOSED} (refused); the
+ * client logs once when breakerd becomes unreachable and once when it is back
+ * (logger {@code io.breakerd.client.BreakerdClient}, {@link System.Logger}).
+ * Report errors never reach the caller: they are counted in {@link #stats()}.
+ * INVALID_ARGUMENT from breakerd (e.g. a malformed dependency name) is a
+ * programming error and is thrown as {@link IllegalArgumentException}.
+ */
+public final class BreakerdClient implements AutoCloseable {
+
+  /** The target used when neither the builder nor {@code BREAKERD_ADDR} names one. */
+  public static final String DEFAULT_TARGET = "127.0.0.1:50051";
+
+  /** The default deadline of each Acquire, AcquireFirst and Report RPC: 20 ms. */
+  public static final Duration DEFAULT_DECISION_TIMEOUT = Duration.ofMillis(20);
+
+  private static final System.Logger LOG = System.getLogger(BreakerdClient.class.getName());
+
+  private final String target;
+  private final long timeoutNanos;
+  private final FailMode failMode;
+  private final ManagedChannel channel;
+  private final BreakerGrpc.BreakerBlockingStub stub;
+  private final ScheduledExecutorService scheduler;
+  private final WatchCache watch; // null when watch is off
+
+  private final LongAdder failOpen = new LongAdder();
+  private final LongAdder failClosed = new LongAdder();
+  private final LongAdder localRejections = new LongAdder();
+  private final LongAdder reportErrors = new LongAdder();
+  private final LongAdder watchReconnects = new LongAdder();
+  private final AtomicBoolean sidecarDown = new AtomicBoolean();
+  private final AtomicBoolean reportsFailing = new AtomicBoolean();
+
+  private BreakerdClient(Builder b) {
+    this.target = b.target != null ? b.target : defaultTarget();
+    this.timeoutNanos = b.decisionTimeout.toNanos();
+    this.failMode = b.failMode;
+    this.channel = Grpc.newChannelBuilder(target, InsecureChannelCredentials.create()).build();
+    this.stub = BreakerGrpc.newBlockingStub(channel);
+    if (b.watch) {
+      this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "breakerd-watch");
+        t.setDaemon(true);
+        return t;
+      });
+      this.watch = new WatchCache(
+          channel, scheduler, b.watchBackoffBase, b.watchBackoffMax, watchReconnects, target);
+      watch.start();
+    } else {
+      this.scheduler = null;
+      this.watch = null;
+      channel.getState(true); // connect now rather than on the first Acquire
+    }
+  }
+
+  /** A builder with the defaults. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** A client with every default (target: {@code BREAKERD_ADDR}, else {@value #DEFAULT_TARGET}). */
+  public static BreakerdClient create() {
+    return builder().build();
+  }
+
+  /**
+   * Waits, at most {@code timeout}, until breakerd answers. Optional: call it
+   * once at startup so that the first decisions of a fresh process are not
+   * fail-open because the connection (and, in a cold JVM, the RPC code path)
+   * is still being set up. Makes one wait-for-ready GetState RPC for a name no
+   * breaker has; creates nothing.
+   *
+   * @return whether breakerd answered in time
+   */
+  public boolean awaitReady(Duration timeout) {
+    try {
+      stub.withWaitForReady()
+          .withDeadlineAfter(timeout.toNanos(), TimeUnit.NANOSECONDS)
+          .getState(GetStateRequest.newBuilder().setDependency("breakerd-client/ready").build());
+      return true;
+    } catch (StatusRuntimeException e) {
+      Status.Code code = e.getStatus().getCode();
+      return code != Status.Code.DEADLINE_EXCEEDED && code != Status.Code.UNAVAILABLE
+          && code != Status.Code.CANCELLED;
+    }
+  }
+
+  /** The gRPC target this client talks to. */
+  public String target() {
+    return target;
+  }
+
+  /**
+   * Asks whether {@code dependency} may be called now (a first try).
+   *
+   * @return a permit to report through (use try-with-resources)
+   * @throws BreakerOpenException if the call is refused; do not make it
+   * @throws IllegalArgumentException if breakerd rejects the name
+   */
+  public Permit acquire(String dependency) {
+    return acquire(dependency, 0);
+  }
+
+  /**
+   * Like {@link #acquire(String)} for try number {@code attempt}: 0 for the first
+   * try, 1, 2, ... for retries (which spend the dependency's retry budget and are
+   * refused while the breaker is not closed).
+   */
+  public Permit acquire(String dependency, int attempt) {
+    Decision d = decide(dependency, attempt);
+    if (!d.allowed()) {
+      throw new BreakerOpenException(d);
+    }
+    return new Permit(this, d);
+  }
+
+  /**
+   * Asks for the first dependency of {@code dependencies} (in order of preference)
+   * that may be called now, in one round trip. Dependencies the Watch cache knows
+   * to be open are dropped before the RPC. On fail-open the first one is granted.
+   *
+   * @return a permit for the granted dependency ({@link Permit#dependency()})
+   * @throws BreakerOpenException if none may be called
+   */
+  public Permit acquireFirst(List<String> dependencies) {
+    Decision d = decideFirst(dependencies, 0);
+    if (!d.allowed()) {
+      throw new BreakerOpenException(d);
+    }
+    return new Permit(this, d);
+  }
+
+  /**
+   * Guards {@code call}: acquire, run, report, return. A returned value is
+   * reported as a success, an error by {@link Outcome#fromThrowable(Throwable)}.
+   *
+   * @return what {@code call} returned
+   * @throws BreakerOpenException if refused; {@code call} was not run
+   * @throws Exception what {@code call} threw (after it was reported)
+   */
+  public <T> T call(String dependency, Callable<T> call) throws Exception {
+    return call(dependency, call, Classifier.standard());
+  }
+
+  /** Like {@link #call(String, Callable)}, with the outcome from {@code classifier}. */
+  public <T> T call(String dependency, Callable<T> call, Classifier<? super T> classifier)
+      throws Exception {
+    try (Permit permit = acquire(dependency)) {
+      return run(permit, call, classifier).get();
+    }
+  }
+
+  /**
+   * Guards {@code call} and retries it per {@code policy}: before try
+   * {@code attempt >= 1} it sleeps a full-jitter backoff, then acquires with that
+   * {@code attempt}. Any refusal stops at once with {@link BreakerOpenException}
+   * (the previous try's error, if any, is attached as suppressed). An outcome that
+   * is not {@link Outcome#isRetryable() retryable} stops too. After the last try
+   * the last result is returned or its error thrown.
+   */
+  public <T> T retry(String dependency, RetryPolicy policy, Callable<T> call) throws Exception {
+    return retry(dependency, policy, call, Classifier.standard());
+  }
+
+  /** Like {@link #retry(String, RetryPolicy, Callable)}, classified by {@code classifier}. */
+  public <T> T retry(
+      String dependency, RetryPolicy policy, Callable<T> call, Classifier<? super T> classifier)
+      throws Exception {
+    Objects.requireNonNull(policy, "policy");
+    Attempt<T> last = null;
+    for (int attempt = 0; attempt < policy.maxAttempts(); attempt++) {
+      if (attempt > 0) {
+        TimeUnit.NANOSECONDS.sleep(policy.backoff(attempt).toNanos());
+      }
+      Decision d = decide(dependency, attempt);
+      if (!d.allowed()) {
+        throw refused(d, last);
+      }
+      try (Permit permit = new Permit(this, d)) {
+        last = run(permit, call, classifier);
+      }
+      if (!last.outcome.isRetryable()) {
+        break;
+      }
+    }
+    return last.get();
+  }
+
+  /**
+   * A fallback chain: AcquireFirst over {@code dependencies}, then {@code call}
+   * runs, guarded, with the granted one. If that call fails with a
+   * {@link Outcome#isRetryable() retryable} outcome the chain goes on with the
+   * dependencies after it (a new AcquireFirst). Returns the first call that
+   * ends otherwise; when the list runs out after a failed call, that call's
+   * error is thrown (or its result returned).
+   *
+   * @throws BreakerOpenException when no remaining dependency is granted
+   */
+  public <T> T first(List<String> dependencies, DependencyCall<T> call) throws Exception {
+    return first(dependencies, call, Classifier.standard());
+  }
+
+  /** Like {@link #first(List, DependencyCall)}, with the outcome from {@code classifier}. */
+  public <T> T first(
+      List<String> dependencies, DependencyCall<T> call, Classifier<? super T> classifier)
+      throws Exception {
+    List<String> remaining = List.copyOf(dependencies);
+    if (remaining.isEmpty()) {
+      throw new IllegalArgumentException("dependencies must not be empty");
+    }
+    Attempt<T> last = null;
+    while (!remaining.isEmpty()) {
+      Decision d = decideFirst(remaining, 0);
+      if (!d.allowed()) {
+        throw refused(d, last);
+      }
+      String granted = d.dependency();
+      try (Permit permit = new Permit(this, d)) {
+        last = run(permit, () -> call.call(granted), classifier);
+      }
+      int index = remaining.indexOf(granted);
+      if (!last.outcome.isRetryable() || index < 0) {
+        break;
+      }
+      remaining = remaining.subList(index + 1, remaining.size());
+    }
+    return last.get();
+  }
+
+  /**
+   * What the Watch stream last said about {@code dependency}; empty when it said
+   * nothing, when watch is off, or while the stream is down (the cache is then
+   * cleared). No RPC.
+   */
+  public Optional<State> watchedState(String dependency) {
+    return watch == null ? Optional.empty() : watch.state(dependency);
+  }
+
+  /** A snapshot of this client's counters. */
+  public Stats stats() {
+    return new Stats(
+        failOpen.sum(),
+        failClosed.sum(),
+        localRejections.sum(),
+        reportErrors.sum(),
+        watchReconnects.sum());
+  }
+
+  /**
+   * Ends the Watch stream and the channel. Permits still out cannot be reported
+   * any more, and decisions made after close fail open (or closed).
+   */
+  @Override
+  public void close() {
+    if (watch != null) {
+      watch.close();
+      scheduler.shutdownNow();
+    }
+    channel.shutdownNow();
+    try {
+      channel.awaitTermination(5, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "BreakerdClient{target=" + target + ", failMode=" + failMode + "}";
+  }
+
+  // --- Acquire, AcquireFirst, Report ---
+
+  Decision decide(String dependency, int attempt) {
+    Objects.requireNonNull(dependency, "dependency");
+    if (attempt < 0) {
+      throw new IllegalArgumentException("attempt must be >= 0, got " + attempt);
+    }
+    Decision local = watch == null ? null : watch.refusal(dependency);
+    if (local != null) {
+      localRejections.increment();
+      return local;
+    }
+    AcquireResponse r;
+    try {
+      r = deadlined().acquire(
+          AcquireRequest.newBuilder().setDependency(dependency).setAttempt(attempt).build());
+    } catch (StatusRuntimeException e) {
+      return unanswered(e, dependency);
+    }
+    answered();
+    return new Decision(
+        r.getAllowed(),
+        r.getPermit(),
+        r.getProbe(),
+        Protos.state(r.getState()),
+        Protos.reason(r.getReason()),
+        Protos.duration(r.getRetryAfter()),
+        dependency,
+        Decision.Source.SIDECAR);
+  }
+
+  Decision decideFirst(List<String> dependencies, int attempt) {
+    if (dependencies.isEmpty()) {
+      throw new IllegalArgumentException("dependencies must not be empty");
+    }
+    List<String> candidates = new ArrayList<>(dependencies.size());
+    Decision lastLocal = null;
+    Duration shortestLocal = null;
+    for (String dependency : dependencies) {
+      Decision local = watch == null ? null : watch.refusal(Objects.requireNonNull(dependency));
+      if (local == null) {
+        candidates.add(dependency);
+        continue;
+      }
+      lastLocal = local;
+      if (local.reason() == RejectReason.OPEN
+          && (shortestLocal == null || local.retryAfter().compareTo(shortestLocal) < 0)) {
+        shortestLocal = local.retryAfter();
+      }
+    }
+    Duration localWait = shortestLocal == null ? Duration.ZERO : shortestLocal;
+    if (candidates.isEmpty()) {
+      localRejections.increment();
+      return new Decision(false, 0, false, lastLocal.state(), lastLocal.reason(), localWait, "",
+          Decision.Source.LOCAL);
+    }
+    AcquireFirstResponse r;
+    try {
+      r = deadlined().acquireFirst(AcquireFirstRequest.newBuilder()
+          .addAllDependencies(candidates)
+          .setAttempt(attempt)
+          .build());
+    } catch (StatusRuntimeException e) {
+      return unanswered(e, candidates.get(0));
+    }
+    answered();
+    Duration retryAfter = Protos.duration(r.getRetryAfter());
+    if (!r.getAllowed() && shortestLocal != null && shortestLocal.compareTo(retryAfter) < 0) {
+      retryAfter = shortestLocal;
+    }
+    return new Decision(
+        r.getAllowed(),
+        r.getPermit(),
+        r.getProbe(),
+        Protos.state(r.getState()),
+        Protos.reason(r.getReason()),
+        retryAfter,
+        r.getDependency(),
+        Decision.Source.SIDECAR);
+  }
+
+  /** Sends the Report for an allowed decision; never throws for an RPC failure. */
+  void report(Decision decision, Outcome outcome, Duration latency) {
+    if (decision.permit() == 0) {
+      return; // fail-open: breakerd issued nothing to report against
+    }
+    ReportRequest.Builder req = ReportRequest.newBuilder()
+        .setDependency(decision.dependency())
+        .setPermit(decision.permit())
+        .setLatency(Protos.duration(latency.isNegative() ? Duration.ZERO : latency));
+    if (outcome.isExplicit()) {
+      req.setOutcome(Protos.outcome(outcome.kind()));
+    } else if (outcome.httpStatus() != 0) {
+      req.setHttpStatus(outcome.httpStatus());
+    } else {
+      req.setGrpcCode(outcome.grpcCode().orElseThrow());
+    }
+    if (!outcome.retryAfter().isZero()) {
+      req.setRetryAfter(Protos.duration(outcome.retryAfter()));
+    }
+    try {
+      deadlined().report(req.build());
+      if (reportsFailing.compareAndSet(true, false)) {
+        LOG.log(Level.INFO, "breakerd at {0} accepts Reports again", target);
+      }
+    } catch (StatusRuntimeException e) {
+      reportErrors.increment();
+      if (reportsFailing.compareAndSet(false, true)) {
+        LOG.log(Level.WARNING, "breakerd at {0} did not take a Report for {1}: {2}"
+            + " (counted in report_errors; logged once until Reports work again)",
+            target, decision.dependency(), Protos.describe(e.getStatus()));
+      }
+    }
+  }
+
+  private BreakerGrpc.BreakerBlockingStub deadlined() {
+    return stub.withDeadlineAfter(timeoutNanos, TimeUnit.NANOSECONDS);
+  }
+
+  private void answered() {
+    if (sidecarDown.compareAndSet(true, false)) {
+      LOG.log(Level.INFO, "breakerd at {0} answers again", target);
+    }
+  }
+
+  private Decision unanswered(StatusRuntimeException e, String dependency) {
+    Status status = e.getStatus();
+    if (status.getCode() == Status.Code.INVALID_ARGUMENT) {
+      throw new IllegalArgumentException("breakerd: " + status.getDescription(), e);
+    }
+    if (sidecarDown.compareAndSet(false, true)) {
+      LOG.log(Level.WARNING, "breakerd at {0} did not answer ({1}): failing {2} until it does",
+          target, Protos.describe(status), failMode == FailMode.OPEN ? "open" : "closed");
+    }
+    if (failMode == FailMode.OPEN) {
+      failOpen.increment();
+      return new Decision(true, 0, false, State.UNKNOWN, RejectReason.NONE, Duration.ZERO,
+          dependency, Decision.Source.FAIL_OPEN);
+    }
+    failClosed.increment();
+    return new Decision(false, 0, false, State.UNKNOWN, RejectReason.NONE, Duration.ZERO,
+        dependency, Decision.Source.FAIL_CLOSED);
+  }
+
+  // --- guard plumbing ---
+
+  /** How one guarded try ended. */
+  private record Attempt<T>(T value, Throwable error, Outcome outcome) {
+    T get() throws Exception {
+      if (error == null) {
+        return value;
+      }
+      if (error instanceof Exception e) {
+        throw e;
+      }
+      if (error instanceof Error e) {
+        throw e;
+      }
+      throw new UndeclaredThrowableException(error);
+    }
+  }
+
+  private static <T> Attempt<T> run(
+      Permit permit, Callable<T> call, Classifier<? super T> classifier) {
+    T value;
+    try {
+      value = call.call();
+    } catch (Throwable t) {
+      Outcome outcome = classifier.onError(t);
+      permit.report(outcome);
+      return new Attempt<>(null, t, outcome);
+    }
+    Outcome outcome = classifier.onResult(value);
+    permit.report(outcome);
+    return new Attempt<>(value, null, outcome);
+  }
+
+  private static BreakerOpenException refused(Decision d, Attempt<?> previous) {
+    BreakerOpenException e = new BreakerOpenException(d);
+    if (previous != null && previous.error != null) {
+      e.addSuppressed(previous.error);
+    }
+    return e;
+  }
+
+  private static String defaultTarget() {
+    String env = System.getenv("BREAKERD_ADDR");
+    return env == null || env.isBlank() ? DEFAULT_TARGET : env.trim();
+  }
+
+  /**
+   * Options of a {@link BreakerdClient}. Not thread-safe; build once.
+   */
+  public static final class Builder {
+    private String target;
+    private Duration decisionTimeout = DEFAULT_DECISION_TIMEOUT;
+    private FailMode failMode = FailMode.OPEN;
+    private boolean watch = true;
+    private Duration watchBackoffBase = Duration.ofMillis(100);
+    private Duration watchBackoffMax = Duration.ofSeconds(5);
+
+    private Builder() {}
+
+    /**
+     * breakerd's gRPC address: {@code host:port} or {@code unix:/path}. Default:
+     * the environment variable {@code BREAKERD_ADDR}, else {@value BreakerdClient#DEFAULT_TARGET}.
+     */
+    public Builder target(String target) {
+      this.target = Objects.requireNonNull(target, "target");
+      return this;
+    }
+
+    /** The deadline of each Acquire, AcquireFirst and Report RPC. Default 20 ms. */
+    public Builder decisionTimeout(Duration timeout) {
+      if (timeout.isNegative() || timeout.isZero()) {
+        throw new IllegalArgumentException("decisionTimeout must be positive, got " + timeout);
+      }
+      this.decisionTimeout = timeout;
+      return this;
+    }
+
+    /** What to decide when breakerd cannot answer. Default {@link FailMode#OPEN}. */
+    public Builder failMode(FailMode failMode) {
+      this.failMode = Objects.requireNonNull(failMode, "failMode");
+      return this;
+    }
+
+    /** Whether to keep a Watch stream and refuse open breakers locally. Default true. */
+    public Builder watch(boolean watch) {
+      this.watch = watch;
+      return this;
+    }
+
+    /**
+     * The Watch stream's reconnect backoff: a full-jitter sleep capped at
+     * {@code base} doubling up to {@code max}. Default 100 ms to 5 s.
+     */
+    public Builder watchBackoff(Duration base, Duration max) {
+      if (base.isNegative() || base.isZero() || max.compareTo(base) < 0) {
+        throw new IllegalArgumentException("need 0 < base <= max, got " + base + ", " + max);
+      }
+      this.watchBackoffBase = base;
+      this.watchBackoffMax = max;
+      return this;
+    }
+
+    /** Builds the client; it connects in the background (no call blocks on it). */
+    public BreakerdClient build() {
+      return new BreakerdClient(this);
+    }
+  }
+}

@@ -1,0 +1,197 @@
+package io.breakerd.client;
+
+import io.breakerd.v1.BreakerGrpc;
+import io.breakerd.v1.StateChange;
+import io.breakerd.v1.WatchRequest;
+import io.grpc.ManagedChannel;
+import io.grpc.Status;
+import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientResponseObserver;
+import java.lang.System.Logger.Level;
+import java.time.Duration;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * One Watch stream over every dependency and the cache it feeds:
+ * {@code dependency -> (state, open_until)}. When the stream ends or fails the
+ * cache is cleared at once and the stream is started again after a full-jitter
+ * backoff. Thread-safe.
+ */
+final class WatchCache {
+  private static final System.Logger LOG = System.getLogger(BreakerdClient.class.getName());
+
+  /** What the stream last said about one dependency. */
+  private record Entry(State state, long openUntilNanos) {}
+
+  private final ConcurrentHashMap<String, Entry> entries = new ConcurrentHashMap<>();
+  private final ManagedChannel channel;
+  private final BreakerGrpc.BreakerStub stub;
+  private final ScheduledExecutorService scheduler;
+  private final long backoffBaseNanos;
+  private final long backoffMaxNanos;
+  private final LongAdder reconnects;
+  private final String target;
+
+  private final Object lock = new Object();
+  private ClientCallStreamObserver<WatchRequest> current; // guarded by lock
+  private boolean closed; // guarded by lock
+  private int failures; // guarded by lock: stream ends since the last message
+  private boolean up; // guarded by lock: a message arrived on the current stream
+  private boolean down; // guarded by lock: "ended" was logged, "back" was not yet
+
+  WatchCache(
+      ManagedChannel channel,
+      ScheduledExecutorService scheduler,
+      Duration backoffBase,
+      Duration backoffMax,
+      LongAdder reconnects,
+      String target) {
+    this.channel = channel;
+    this.stub = BreakerGrpc.newStub(channel);
+    this.scheduler = scheduler;
+    this.backoffBaseNanos = backoffBase.toNanos();
+    this.backoffMaxNanos = backoffMax.toNanos();
+    this.reconnects = reconnects;
+    this.target = target;
+  }
+
+  void start() {
+    connect();
+  }
+
+  /**
+   * A local refusal for {@code dependency}, or null when the call must go to
+   * breakerd: refused while the cache says FORCED_OPEN, or OPEN with time left.
+   */
+  Decision refusal(String dependency) {
+    Entry e = entries.get(dependency);
+    if (e == null) {
+      return null;
+    }
+    if (e.state == State.FORCED_OPEN) {
+      return refused(dependency, State.FORCED_OPEN, RejectReason.FORCED_OPEN, 0);
+    }
+    if (e.state == State.OPEN) {
+      long left = e.openUntilNanos - System.nanoTime();
+      if (left > 0) {
+        return refused(dependency, State.OPEN, RejectReason.OPEN, left);
+      }
+    }
+    return null;
+  }
+
+  /** The state the stream last reported for {@code dependency}, if any. */
+  Optional<State> state(String dependency) {
+    Entry e = entries.get(dependency);
+    return e == null ? Optional.empty() : Optional.of(e.state);
+  }
+
+  void close() {
+    ClientCallStreamObserver<WatchRequest> call;
+    synchronized (lock) {
+      closed = true;
+      call = current;
+      current = null;
+    }
+    if (call != null) {
+      call.cancel("client closed", null);
+    }
+    entries.clear();
+  }
+
+  private static Decision refused(String dependency, State state, RejectReason reason, long nanos) {
+    return new Decision(
+        false, 0, false, state, reason, Duration.ofNanos(nanos), dependency,
+        Decision.Source.LOCAL);
+  }
+
+  private void connect() {
+    synchronized (lock) {
+      if (closed) {
+        return;
+      }
+    }
+    stub.watch(WatchRequest.getDefaultInstance(), new Observer());
+  }
+
+  private void apply(StateChange change) {
+    State state = Protos.state(change.getState());
+    long openUntil = 0;
+    if (state == State.OPEN) {
+      openUntil = System.nanoTime() + Protos.duration(change.getRetryAfter()).toNanos();
+    }
+    entries.put(change.getDependency(), new Entry(state, openUntil));
+  }
+
+  private void ended(Throwable error) {
+    entries.clear();
+    synchronized (lock) {
+      current = null;
+      if (closed) {
+        return;
+      }
+      if (up) {
+        down = true;
+        String why = error == null ? "completed" : Protos.describe(Status.fromThrowable(error));
+        LOG.log(Level.WARNING,
+            "breakerd Watch stream to {0} ended ({1}): local refusals off until it is back",
+            target, why);
+      }
+      up = false;
+      reconnects.increment();
+      long cap = backoffBaseNanos << Math.min(failures, 20);
+      cap = cap <= 0 || cap > backoffMaxNanos ? backoffMaxNanos : cap;
+      failures++;
+      long delay = ThreadLocalRandom.current().nextLong(cap + 1);
+      scheduler.schedule(this::reconnect, delay, TimeUnit.NANOSECONDS);
+    }
+  }
+
+  private void reconnect() {
+    // The channel has its own (slower) reconnect backoff; follow ours instead.
+    channel.resetConnectBackoff();
+    connect();
+  }
+
+  private final class Observer implements ClientResponseObserver<WatchRequest, StateChange> {
+    private boolean received; // callbacks of one call are serialized
+
+    @Override
+    public void beforeStart(ClientCallStreamObserver<WatchRequest> call) {
+      synchronized (lock) {
+        current = call;
+      }
+    }
+
+    @Override
+    public void onNext(StateChange change) {
+      if (!received) {
+        received = true;
+        synchronized (lock) {
+          failures = 0;
+          if (down) {
+            down = false;
+            LOG.log(Level.INFO, "breakerd Watch stream to {0} is back", target);
+          }
+          up = true;
+        }
+      }
+      apply(change);
+    }
+
+    @Override
+    public void onError(Throwable error) {
+      ended(error);
+    }
+
+    @Override
+    public void onCompleted() {
+      ended(null);
+    }
+  }
+}

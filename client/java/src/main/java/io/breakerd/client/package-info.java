@@ -1,0 +1,10 @@
+/**
+ * Client of the breakerd circuit-breaker sidecar.
+ *
+ * <p>Build one {@link io.breakerd.client.BreakerdClient} per process and share it.
+ * Before each call to an upstream dependency, {@code acquire} (or use the guards
+ * {@code call}, {@code retry}, {@code first}); after it, report how it went
+ * through the {@link io.breakerd.client.Permit}. A refusal is a
+ * {@link io.breakerd.client.BreakerOpenException}: do not make the call.
+ */
+package io.breakerd.client;

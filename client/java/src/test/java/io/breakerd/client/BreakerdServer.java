@@ -1,0 +1,320 @@
+package io.breakerd.client;
+
+import io.breakerd.v1.AdminGrpc;
+import io.breakerd.v1.BreakerGrpc;
+import io.breakerd.v1.BreakerStatus;
+import io.breakerd.v1.ForceOpenRequest;
+import io.breakerd.v1.GetStateRequest;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.stub.MetadataUtils;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * The real breakerd binary ({@code BREAKERD_BIN}) as a child process on free
+ * loopback ports, with helpers to read its /metrics and call its Admin service.
+ */
+final class BreakerdServer implements AutoCloseable {
+  static final String CONFIG = """
+      defaults:
+        consecutive_failures: 3
+        failure_rate: { threshold: 0 }
+        cooldown: { base: 30s, max: 60s, jitter: 0 }
+      policies:
+        - match: "short/*"
+          cooldown: { base: 1s, max: 2s, jitter: 0 }
+      """;
+  static final String TOKEN = "java-test-token";
+  private static final Pattern GRPC = Pattern.compile("\"grpc\":\"([^\"]+)\"");
+  private static final Pattern METRICS = Pattern.compile("\"metrics\":\"([^\"]+)\"");
+
+  private final Path dir;
+  private final List<String> stderr = new ArrayList<>(); // guarded by itself
+  private Process process;
+  private String grpcAddress;
+  private String metricsAddress;
+  private ManagedChannel channel;
+  private final HttpClient http = HttpClient.newBuilder()
+      .connectTimeout(Duration.ofSeconds(2)).build();
+
+  private BreakerdServer(Path dir) {
+    this.dir = dir;
+  }
+
+  /** Starts breakerd on free ports with {@link #CONFIG}. */
+  static BreakerdServer start() throws Exception {
+    return start(null);
+  }
+
+  /** Like {@link #start()}, with one more listen address (e.g. {@code unix:/path}). */
+  static BreakerdServer start(String extraListen) throws Exception {
+    Path dir = Files.createTempDirectory("bd-java-test-");
+    Files.writeString(dir.resolve("config.yaml"), CONFIG);
+    Files.writeString(dir.resolve("token"), TOKEN + "\n");
+    BreakerdServer s = new BreakerdServer(dir);
+    s.launch(extraListen == null ? "127.0.0.1:0" : "127.0.0.1:0," + extraListen, "127.0.0.1:0");
+    return s;
+  }
+
+  static String binary() {
+    String bin = System.getProperty("breakerd.bin");
+    if (bin == null || bin.isBlank() || bin.startsWith("${")) {
+      bin = System.getenv("BREAKERD_BIN");
+    }
+    if (bin == null || bin.isBlank() || !Files.isExecutable(Path.of(bin))) {
+      throw new IllegalStateException("BREAKERD_BIN must name the breakerd binary, got " + bin);
+    }
+    return bin;
+  }
+
+  private void launch(String listen, String metricsListen) throws Exception {
+    ProcessBuilder pb = new ProcessBuilder(
+        binary(),
+        "--listen=" + listen,
+        "--metrics-listen=" + metricsListen,
+        "--config=" + dir.resolve("config.yaml"),
+        "--admin-token-file=" + dir.resolve("token"));
+    pb.redirectOutput(ProcessBuilder.Redirect.DISCARD);
+    process = pb.start();
+    BlockingQueue<String> serving = new LinkedBlockingQueue<>();
+    Process p = process;
+    Thread reader = new Thread(() -> {
+      try (BufferedReader r = new BufferedReader(
+          new InputStreamReader(p.getErrorStream(), StandardCharsets.UTF_8))) {
+        for (String line; (line = r.readLine()) != null; ) {
+          synchronized (stderr) {
+            stderr.add(line);
+          }
+          if (line.contains("\"event\":\"serving\"")) {
+            serving.add(line);
+          }
+        }
+      } catch (IOException ignored) {
+        // the process ended
+      }
+    }, "breakerd-stderr");
+    reader.setDaemon(true);
+    reader.start();
+    String line = null;
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (line == null && System.nanoTime() < end) {
+      line = serving.poll(100, TimeUnit.MILLISECONDS);
+      if (line == null && !p.isAlive()) {
+        reader.join(1000);
+        line = serving.poll();
+        break;
+      }
+    }
+    if (line == null) {
+      p.destroyForcibly();
+      throw new IllegalStateException("breakerd did not log \"serving\" within 10 s; stderr:\n"
+          + String.join("\n", log()));
+    }
+    grpcAddress = field(GRPC, line).split(",")[0];
+    metricsAddress = field(METRICS, line);
+    channel = Grpc.newChannelBuilder(grpcAddress, InsecureChannelCredentials.create()).build();
+  }
+
+  private static String field(Pattern p, String line) {
+    Matcher m = p.matcher(line);
+    if (!m.find()) {
+      throw new IllegalStateException("no " + p + " in " + line);
+    }
+    return m.group(1);
+  }
+
+  List<String> log() {
+    synchronized (stderr) {
+      return List.copyOf(stderr);
+    }
+  }
+
+  /** The gRPC address, host:port. */
+  String address() {
+    return grpcAddress;
+  }
+
+  /** The metrics address, host:port. */
+  String metricsAddress() {
+    return metricsAddress;
+  }
+
+  /** The process id of the running breakerd. */
+  long pid() {
+    return process.pid();
+  }
+
+  /** Stops the process: SIGTERM, then SIGKILL after 5 s. */
+  void stop() throws InterruptedException {
+    if (channel != null) {
+      channel.shutdownNow();
+      channel = null;
+    }
+    if (process != null && process.isAlive()) {
+      process.destroy();
+      if (!process.waitFor(5, TimeUnit.SECONDS)) {
+        process.destroyForcibly();
+        process.waitFor(5, TimeUnit.SECONDS);
+      }
+    }
+  }
+
+  /** Kills the process at once (SIGKILL), as a crash would. */
+  void kill() throws InterruptedException {
+    process.destroyForcibly();
+    process.waitFor(5, TimeUnit.SECONDS);
+  }
+
+  /** Starts breakerd again on the same gRPC port (new metrics port). */
+  void restart() throws Exception {
+    stop();
+    Exception last = null;
+    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (System.nanoTime() < end) { // the port may linger briefly
+      try {
+        launch(grpcAddress, "127.0.0.1:0");
+        return;
+      } catch (IllegalStateException e) {
+        last = e;
+        Thread.sleep(200);
+      }
+    }
+    throw last;
+  }
+
+  /** Stops breakerd and deletes its temporary directory. */
+  @Override
+  public void close() {
+    try {
+      stop();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    deleteTree(dir);
+  }
+
+  /** Deletes {@code root} and everything under it, ignoring what is already gone. */
+  static void deleteTree(Path root) {
+    try (java.util.stream.Stream<Path> paths = Files.walk(root)) {
+      paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (IOException ignored) {
+      // best effort
+    }
+  }
+
+  /**
+   * A client of this server with a generous decision timeout, so that a loaded
+   * test machine does not turn answers into fail-open decisions.
+   */
+  BreakerdClient client() {
+    return client(b -> {});
+  }
+
+  /** Like {@link #client()}, with more options. */
+  BreakerdClient client(java.util.function.Consumer<BreakerdClient.Builder> options) {
+    BreakerdClient.Builder b = BreakerdClient.builder()
+        .target(grpcAddress)
+        .decisionTimeout(Duration.ofSeconds(2));
+    options.accept(b);
+    return b.build();
+  }
+
+  // --- inspection ---
+
+  BreakerGrpc.BreakerBlockingStub breaker() {
+    return BreakerGrpc.newBlockingStub(channel).withDeadlineAfter(5, TimeUnit.SECONDS);
+  }
+
+  BreakerStatus status(String dependency) {
+    return breaker().getState(GetStateRequest.newBuilder().setDependency(dependency).build());
+  }
+
+  AdminGrpc.AdminBlockingStub admin() {
+    Metadata md = new Metadata();
+    md.put(Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER), "Bearer " + TOKEN);
+    return AdminGrpc.newBlockingStub(channel)
+        .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(md))
+        .withDeadlineAfter(5, TimeUnit.SECONDS);
+  }
+
+  void forceOpen(String dependency) {
+    admin().forceOpen(ForceOpenRequest.newBuilder().setDependency(dependency).build());
+  }
+
+  /** The /metrics text. */
+  String scrape() throws Exception {
+    HttpResponse<String> r = http.send(
+        HttpRequest.newBuilder(URI.create("http://" + metricsAddress + "/metrics"))
+            .timeout(Duration.ofSeconds(5)).build(),
+        HttpResponse.BodyHandlers.ofString());
+    if (r.statusCode() != 200) {
+      throw new IllegalStateException("/metrics answered " + r.statusCode());
+    }
+    return r.body();
+  }
+
+  /** The value of the sample {@code name} whose labels include {@code labels}; 0 if absent. */
+  double metric(String name, Map<String, String> labels) throws Exception {
+    double sum = 0;
+    for (String line : scrape().split("\n")) {
+      if (!line.startsWith(name + "{")) {
+        continue;
+      }
+      int close = line.lastIndexOf('}');
+      String labelText = line.substring(name.length() + 1, close);
+      boolean all = labels.entrySet().stream()
+          .allMatch(e -> labelText.contains(e.getKey() + "=\"" + e.getValue() + "\""));
+      if (all) {
+        sum += Double.parseDouble(line.substring(close + 1).trim().split(" ")[0]);
+      }
+    }
+    return sum;
+  }
+
+  /** breakerd_reports_total for one dependency, class and effect. */
+  double reports(String dependency, String cls, String effect) throws Exception {
+    return metric("breakerd_reports_total",
+        Map.of("dependency", dependency, "class", cls, "effect", effect));
+  }
+
+  /** breakerd_acquire_total for one dependency, every decision. */
+  double acquires(String dependency) throws Exception {
+    return metric("breakerd_acquire_total", Map.of("dependency", dependency));
+  }
+
+  /** Polls {@code condition} every 20 ms until it holds or {@code timeout} passes. */
+  static boolean eventually(Duration timeout, BooleanSupplier condition)
+      throws InterruptedException {
+    long end = System.nanoTime() + timeout.toNanos();
+    while (true) {
+      if (condition.getAsBoolean()) {
+        return true;
+      }
+      if (System.nanoTime() > end) {
+        return false;
+      }
+      Thread.sleep(20);
+    }
+  }
+}

@@ -1,0 +1,81 @@
+// Original file: proto/breakerd/v1/breaker.proto
+
+import type { State as _breakerd_v1_State, State__Output as _breakerd_v1_State__Output } from '../../breakerd/v1/State';
+import type { Duration as _google_protobuf_Duration, Duration__Output as _google_protobuf_Duration__Output } from '../../google/protobuf/Duration';
+import type { Long } from '@grpc/proto-loader';
+
+export interface BreakerStatus {
+  'dependency'?: (string);
+  'state'?: (_breakerd_v1_State);
+  /**
+   * Bumped at every transition; permits carry it.
+   */
+  'generation'?: (number | string | Long);
+  /**
+   * Time left in the cooldown when open; zero otherwise.
+   */
+  'retry_after'?: (_google_protobuf_Duration | null);
+  /**
+   * Counted outcomes in the sliding window.
+   */
+  'window_calls'?: (number | string | Long);
+  'window_failures'?: (number | string | Long);
+  'window_slow_calls'?: (number | string | Long);
+  'failure_rate'?: (number | string);
+  'consecutive_failures'?: (number);
+  /**
+   * Number of failed probes since the breaker last closed (cooldown doubles
+   * with each).
+   */
+  'escalation_level'?: (number);
+  /**
+   * The `match` of the policy in force; "defaults" when none matched.
+   */
+  'policy'?: (string);
+  /**
+   * "enforce" or "shadow".
+   */
+  'mode'?: (string);
+  /**
+   * True while a half-open probe is out and its lease has not lapsed.
+   */
+  'probe_in_flight'?: (boolean);
+}
+
+export interface BreakerStatus__Output {
+  'dependency': (string);
+  'state': (_breakerd_v1_State__Output);
+  /**
+   * Bumped at every transition; permits carry it.
+   */
+  'generation': (string);
+  /**
+   * Time left in the cooldown when open; zero otherwise.
+   */
+  'retry_after': (_google_protobuf_Duration__Output | null);
+  /**
+   * Counted outcomes in the sliding window.
+   */
+  'window_calls': (string);
+  'window_failures': (string);
+  'window_slow_calls': (string);
+  'failure_rate': (number);
+  'consecutive_failures': (number);
+  /**
+   * Number of failed probes since the breaker last closed (cooldown doubles
+   * with each).
+   */
+  'escalation_level': (number);
+  /**
+   * The `match` of the policy in force; "defaults" when none matched.
+   */
+  'policy': (string);
+  /**
+   * "enforce" or "shadow".
+   */
+  'mode': (string);
+  /**
+   * True while a half-open probe is out and its lease has not lapsed.
+   */
+  'probe_in_flight': (boolean);
+}

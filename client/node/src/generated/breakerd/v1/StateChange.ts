@@ -1,0 +1,41 @@
+// Original file: proto/breakerd/v1/breaker.proto
+
+import type { State as _breakerd_v1_State, State__Output as _breakerd_v1_State__Output } from '../../breakerd/v1/State';
+import type { Duration as _google_protobuf_Duration, Duration__Output as _google_protobuf_Duration__Output } from '../../google/protobuf/Duration';
+import type { Long } from '@grpc/proto-loader';
+
+export interface StateChange {
+  'dependency'?: (string);
+  'state'?: (_breakerd_v1_State);
+  'previous'?: (_breakerd_v1_State);
+  /**
+   * Why: "initial", "consecutive_failures", "failure_rate",
+   * "slow_call_rate", "cooldown_elapsed", "probe_succeeded", "probe_failed",
+   * "forced_open", "forced_closed", "reset", "reload".
+   */
+  'reason'?: (string);
+  'generation'?: (number | string | Long);
+  /**
+   * Time left in the cooldown when the state is open: refuse locally until
+   * then, and no timer is needed on the server.
+   */
+  'retry_after'?: (_google_protobuf_Duration | null);
+}
+
+export interface StateChange__Output {
+  'dependency': (string);
+  'state': (_breakerd_v1_State__Output);
+  'previous': (_breakerd_v1_State__Output);
+  /**
+   * Why: "initial", "consecutive_failures", "failure_rate",
+   * "slow_call_rate", "cooldown_elapsed", "probe_succeeded", "probe_failed",
+   * "forced_open", "forced_closed", "reset", "reload".
+   */
+  'reason': (string);
+  'generation': (string);
+  /**
+   * Time left in the cooldown when the state is open: refuse locally until
+   * then, and no timer is needed on the server.
+   */
+  'retry_after': (_google_protobuf_Duration__Output | null);
+}

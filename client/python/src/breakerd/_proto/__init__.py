@@ -1,0 +1,1 @@
+"""Generated protobuf messages of breakerd/v1/breaker.proto (scripts/gen_proto.sh)."""
