@@ -68,6 +68,29 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM/SIGINT: how long in-flight calls may finish before "
           "they are cancelled. Watch streams end at once.");
 
+ABSL_FLAG(std::string, state_file, "",
+          "On shutdown, write every breaker that is not plain closed (open "
+          "with its cooldown end and escalation, forced overrides) to this "
+          "file, atomically; on start, read it back. A missing or corrupt "
+          "file is logged and skipped. Off when empty.");
+ABSL_FLAG(absl::Duration, state_stale_after, absl::Minutes(10),
+          "Skip --state-file entries whose cooldown ended longer ago than "
+          "this.");
+ABSL_FLAG(std::string, redis, "",
+          "Fleet mode: host:port of the Redis the fleet shares. Opens "
+          "propagate to every sidecar, and the half-open probe is claimed "
+          "once for the whole fleet. Off when empty.");
+ABSL_FLAG(std::string, redis_password_file, "",
+          "File holding the Redis password (AUTH); surrounding whitespace "
+          "trimmed.");
+ABSL_FLAG(int, redis_db, 0, "Redis database number for the fleet's keys.");
+ABSL_FLAG(std::string, redis_key_prefix, "breakerd:",
+          "Prefix of the fleet's Redis keys and channel; fleets sharing one "
+          "Redis need distinct prefixes.");
+ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(50),
+          "Connect and per-command timeout of every Redis call (all made off "
+          "the request path).");
+
 namespace {
 
 constexpr char kUsage[] =
@@ -98,6 +121,13 @@ constexpr FlagDoc kFlagDocs[] = {
     {"shutdown_grace", "DURATION"},
     {"trace_file", "PATH"},
     {"trace_max_bytes", "BYTES"},
+    {"state_file", "PATH"},
+    {"state_stale_after", "DURATION"},
+    {"redis", "HOST:PORT"},
+    {"redis_password_file", "PATH"},
+    {"redis_db", "N"},
+    {"redis_key_prefix", "PREFIX"},
+    {"redis_timeout", "DURATION"},
 };
 
 std::string Dashed(absl::string_view name) {
@@ -244,11 +274,20 @@ int main(int argc, char** argv) {
   options.trace_file = absl::GetFlag(FLAGS_trace_file);
   options.trace_max_bytes = absl::GetFlag(FLAGS_trace_max_bytes);
   options.version = BREAKERD_VERSION;
+  options.state_file = absl::GetFlag(FLAGS_state_file);
+  options.state_stale_after = absl::GetFlag(FLAGS_state_stale_after);
+  options.redis = absl::GetFlag(FLAGS_redis);
+  options.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
+  options.redis_db = absl::GetFlag(FLAGS_redis_db);
+  options.redis_key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
+  options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
 
   const std::pair<const char*, absl::Duration> durations[] = {
       {"config-poll-interval", options.config_poll_interval},
       {"evict-interval", options.evict_interval},
       {"shutdown-grace", options.shutdown_grace},
+      {"state-stale-after", options.state_stale_after},
+      {"redis-timeout", options.redis_timeout},
   };
   for (const auto& [name, value] : durations) {
     if (value < absl::ZeroDuration() || value == absl::InfiniteDuration()) {

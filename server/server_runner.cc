@@ -21,6 +21,7 @@
 
 #include "CivetServer.h"
 #include "absl/base/const_init.h"
+#include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -37,12 +38,15 @@
 #include "server/config/config.h"
 #include "server/engine/clock.h"
 #include "server/engine/registry.h"
+#include "server/fleet/fleet_sync.h"
+#include "server/fleet/redis_store.h"
 #include "server/log/json_log.h"
 #include "server/metrics/collector.h"
 #include "server/metrics/text_format.h"
 #include "server/service/admin_service.h"
 #include "server/service/breaker_service.h"
 #include "server/service/watch_hub.h"
+#include "server/state/state_file.h"
 
 namespace breakerd {
 namespace {
@@ -305,36 +309,35 @@ absl::Status PrepareUnixSocket(absl::string_view address) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
+                                          absl::string_view flag) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "admin-token-file ", path, ": cannot open (", ErrnoText(errno), ")"));
+        flag, " ", path, ": cannot open (", ErrnoText(errno), ")"));
   }
   std::string content;
   content.assign(std::istreambuf_iterator<char>(in),
                  std::istreambuf_iterator<char>());
   if (in.bad()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("admin-token-file ", path, ": read error"));
+        absl::StrCat(flag, " ", path, ": read error"));
   }
   const absl::string_view token = absl::StripAsciiWhitespace(content);
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "admin-token-file ", path,
-        ": the file is empty; put the token in it or drop the flag to "
-        "disable Admin"));
+        flag, " ", path,
+        ": the file is empty; put the secret in it or drop the flag"));
   }
   if (token.size() > kMaxTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("admin-token-file ", path,
-                                                   ": token longer than ",
-                                                   kMaxTokenBytes, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", path, ": token longer than ", kMaxTokenBytes, " bytes"));
   }
   for (char c : token) {
     if (c < 0x21 || c > 0x7E) {
       // Never echo the token itself.
       return absl::InvalidArgumentError(absl::StrCat(
-          "admin-token-file ", path,
+          flag, " ", path,
           ": the token must be printable ASCII without spaces (it is sent "
           "as `authorization: Bearer <token>`)"));
     }
@@ -441,6 +444,8 @@ int ServerRunner::Run() {
   if (int code = ParseAddresses(); code != kExitOk) return code;
   if (int code = LoadAdminToken(); code != kExitOk) return code;
   if (int code = LoadConfig(); code != kExitOk) return code;
+  RestoreState();
+  if (int code = StartFleet(); code != kExitOk) return code;
   if (int code = StartGrpc(); code != kExitOk) return code;
   if (int code = StartMetrics(); code != kExitOk) return code;
 
@@ -538,7 +543,8 @@ int ServerRunner::LoadAdminToken() {
         {{"reason", "no --admin-token-file: every Admin call is refused"}});
     return kExitOk;
   }
-  absl::StatusOr<std::string> token = ReadTokenFile(options_.admin_token_file);
+  absl::StatusOr<std::string> token =
+      ReadTokenFile(options_.admin_token_file, "admin-token-file");
   if (!token.ok()) {
     StartupFailed(token.status().message());
     return kExitConfigError;
@@ -546,6 +552,83 @@ int ServerRunner::LoadAdminToken() {
   admin_token_ = *std::move(token);
   LogEvent(LogLevel::kInfo, "admin_enabled",
            {{"token_file", options_.admin_token_file}});
+  return kExitOk;
+}
+
+void ServerRunner::RestoreState() {
+  if (options_.state_file.empty()) return;
+  absl::StatusOr<std::vector<SavedBreaker>> saved =
+      ReadStateFile(options_.state_file);
+  if (!saved.ok()) {
+    // Never fatal: start fresh.
+    LogEvent(
+        absl::IsNotFound(saved.status()) ? LogLevel::kInfo : LogLevel::kWarn,
+        "state_file_skipped",
+        {{"path", options_.state_file}, {"error", saved.status().message()}});
+    return;
+  }
+  const RestoreStats stats = breakerd::RestoreState(
+      registry_.get(), *saved, absl::Now(), options_.state_stale_after);
+  LogEvent(LogLevel::kInfo, "state_restored",
+           {{"path", options_.state_file},
+            {"restored", int64_t{stats.restored}},
+            {"skipped_stale", int64_t{stats.skipped_stale}},
+            {"failed", int64_t{stats.failed}}});
+}
+
+void ServerRunner::SaveState() {
+  if (options_.state_file.empty()) return;
+  const std::vector<SavedBreaker> breakers =
+      CollectState(*registry_, absl::Now());
+  if (absl::Status s = WriteStateFile(options_.state_file, breakers); !s.ok()) {
+    LogEvent(LogLevel::kError, "state_save_failed",
+             {{"path", options_.state_file}, {"error", s.message()}});
+    return;
+  }
+  LogEvent(LogLevel::kInfo, "state_saved",
+           {{"path", options_.state_file},
+            {"breakers", static_cast<int64_t>(breakers.size())}});
+}
+
+int ServerRunner::StartFleet() {
+  if (options_.redis.empty()) return kExitOk;
+  RedisOptions redis;
+  absl::Status s = ParseRedisAddress(options_.redis, &redis);
+  if (s.ok() && !options_.redis_password_file.empty()) {
+    absl::StatusOr<std::string> password =
+        ReadTokenFile(options_.redis_password_file, "redis-password-file");
+    if (password.ok()) {
+      redis.password = *std::move(password);
+    } else {
+      s = password.status();
+    }
+  }
+  redis.db = options_.redis_db;
+  redis.key_prefix = options_.redis_key_prefix;
+  redis.timeout = options_.redis_timeout;
+  if (s.ok()) s = ValidateRedisOptions(redis);
+  if (!s.ok()) {
+    StartupFailed(s.message());
+    return kExitConfigError;
+  }
+  FleetOptions fleet;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  absl::BitGen gen;
+  fleet.id =
+      absl::StrCat(host[0] != 0 ? host : "breakerd", "/", getpid(), "/",
+                   absl::Hex(absl::Uniform<uint32_t>(gen), absl::kZeroPad8));
+  LogEvent(LogLevel::kInfo, "fleet_mode",
+           {{"redis", options_.redis},
+            {"db", int64_t{redis.db}},
+            {"key_prefix", redis.key_prefix},
+            {"id", fleet.id}});
+  fleet_ = std::make_unique<FleetSync>(
+      registry_.get(), std::make_unique<RedisStore>(std::move(redis)),
+      std::move(fleet));
+  registry_->SetProbeArbiter(fleet_.get());
+  registry_->AddObserver(fleet_.get());
+  fleet_->Start();
   return kExitOk;
 }
 
@@ -626,6 +709,17 @@ int ServerRunner::StartMetrics() {
   };
   const RpcStats* rpc_stats = &rpc_stats_;
   stats.rpc_methods = [rpc_stats] { return rpc_stats->Snapshot(); };
+  if (const FleetSync* fleet = fleet_.get(); fleet != nullptr) {
+    stats.fleet_connected = [fleet] { return fleet->connected(); };
+    stats.fleet_events = [fleet] {
+      const FleetCounters c = fleet->counters();
+      return std::vector<std::pair<std::string, uint64_t>>{
+          {"published", c.published},  {"publish_failed", c.publish_failures},
+          {"applied", c.applied},      {"duplicate", c.duplicates},
+          {"claim_won", c.claims_won}, {"claim_lost", c.claims_lost},
+          {"connected", c.connects},   {"disconnected", c.disconnects}};
+    };
+  }
   collector_ = std::make_shared<RegistryCollector>(registry_.get(), stats);
   g_metrics.store(collector_.get(), std::memory_order_release);
 
@@ -699,6 +793,10 @@ void ServerRunner::Shutdown() {
       std::min(deadline, absl::Now() + absl::Milliseconds(100));
   server_->Shutdown(absl::ToChronoTime(final_deadline));
   server_->Wait();
+
+  // No call changes a breaker any more: let the fleet go, then save.
+  if (fleet_ != nullptr) fleet_->Stop();
+  SaveState();
 
   StopSignalThread();
   StopMetrics();  // /readyz said 503 until the calls drained

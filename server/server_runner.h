@@ -45,6 +45,7 @@ namespace breakerd {
 class AdminServiceImpl;
 class BreakerServiceImpl;
 class ConfigReloader;
+class FleetSync;
 class Registry;
 class RegistryCollector;
 class TransitionLogger;
@@ -82,6 +83,20 @@ struct ServerOptions {
   int64_t trace_max_bytes = int64_t{64} << 20;
   // Reported in the serving line and breakerd_build_info.
   std::string version = "dev";
+  // Where breakers that are not plain closed are written on shutdown and
+  // read back on start; empty: none.
+  std::string state_file;
+  // Open entries of the state file whose cooldown ended longer ago than
+  // this are skipped.
+  absl::Duration state_stale_after = absl::Minutes(10);
+  // Fleet mode: "host:port" of the Redis shared by the fleet; empty: off.
+  std::string redis;
+  // File holding the Redis password (trimmed); empty: no AUTH.
+  std::string redis_password_file;
+  int redis_db = 0;
+  std::string redis_key_prefix = "breakerd:";
+  // Connect and per-command timeout of every Redis call.
+  absl::Duration redis_timeout = absl::Milliseconds(50);
 };
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread. main() calls it
@@ -131,6 +146,12 @@ class ServerRunner {
   int ParseAddresses();
   int LoadConfig();
   int LoadAdminToken();
+  // Fleet mode (--redis): the store's thread starts connecting; serving
+  // does not wait for it.
+  int StartFleet();
+  // --state-file: breakers restored before serving; written at shutdown.
+  void RestoreState();
+  void SaveState();
   int StartGrpc();
   int StartMetrics();
   void LogServing() const;
@@ -158,6 +179,8 @@ class ServerRunner {
   std::unique_ptr<TransitionLogger> transition_logger_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<WatchHub> watch_hub_;
+  // Fleet mode only; stopped before the registry goes.
+  std::unique_ptr<FleetSync> fleet_;
   std::unique_ptr<ConfigReloader> reloader_;
   std::unique_ptr<BreakerServiceImpl> breaker_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;

@@ -110,7 +110,15 @@ RegistryCollector::RegistryCollector(const Registry* registry,
 std::vector<MetricFamily> RegistryCollector::Collect() const {
   FamilySink sink(registry_->size());
   EmitSamples(*registry_, stats_, &sink);
-  return std::move(sink).Take();
+  std::vector<MetricFamily> families = std::move(sink).Take();
+  std::vector<MetricFamily> exported;
+  exported.reserve(families.size());
+  for (int i = 0; i < kFamilyCount; ++i) {
+    if (FamilyExported(static_cast<FamilyId>(i), stats_)) {
+      exported.push_back(std::move(families[i]));
+    }
+  }
+  return exported;
 }
 
 void RegistryCollector::AppendText(std::string* out) const {

@@ -16,6 +16,7 @@ constexpr absl::string_view kStateLabels[] = {"dependency", "state"};
 constexpr absl::string_view kVersion[] = {"version"};
 constexpr absl::string_view kResult[] = {"result"};
 constexpr absl::string_view kMethodCode[] = {"method", "code"};
+constexpr absl::string_view kEvent[] = {"event"};
 constexpr absl::string_view kMethod[] = {"method"};
 
 constexpr absl::string_view kGrpcCodeNames[kGrpcCodeCount] = {
@@ -110,6 +111,14 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
         "from the handler's entry to its response being handed to gRPC "
         "(network and queueing not included; for Watch, the stream set-up).",
         kRpcLatencyBucketBounds),
+    Def("breakerd_fleet_connected", MetricKind::kGauge, {}, 0,
+        "Fleet mode (--redis): 1 while the shared store is reachable, 0 "
+        "while this sidecar breaks on its own (local breakers, local "
+        "probes). Absent without --redis."),
+    Def("breakerd_fleet_events_total", MetricKind::kCounter, kEvent, 0,
+        "Fleet mode: states published and applied, duplicates dropped, probe "
+        "claims won and lost, publish failures, connects and disconnects "
+        "since start."),
 };
 
 constexpr State kAllStates[] = {State::kClosed, State::kHalfOpen, State::kOpen,
@@ -247,6 +256,17 @@ void EmitBreakerSamples(const BreakerSnapshot& s, FamilySet families,
   }
 }
 
+bool FamilyExported(FamilyId id, const ProcessStats& stats) {
+  switch (id) {
+    case FamilyId::kFleetConnected:
+      return static_cast<bool>(stats.fleet_connected);
+    case FamilyId::kFleetEvents:
+      return static_cast<bool>(stats.fleet_events);
+    default:
+      return true;
+  }
+}
+
 void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
                         size_t breakers, FamilySet families, SampleSink* sink) {
   if (Has(families, FamilyId::kBreakers)) {
@@ -263,6 +283,15 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
   }
   if (Has(families, FamilyId::kUnknownPermits)) {
     sink->AddCount(FamilyId::kUnknownPermits, {}, registry.unknown_permits());
+  }
+  if (Has(families, FamilyId::kFleetConnected) && stats.fleet_connected) {
+    sink->AddSample(FamilyId::kFleetConnected, {},
+                    stats.fleet_connected() ? 1 : 0);
+  }
+  if (Has(families, FamilyId::kFleetEvents) && stats.fleet_events) {
+    for (const auto& [event, count] : stats.fleet_events()) {
+      sink->AddCount(FamilyId::kFleetEvents, {event}, count);
+    }
   }
   if (Has(families, FamilyId::kWatchStreams)) {
     sink->AddCount(FamilyId::kWatchStreams, {}, Call(stats.watch_streams));

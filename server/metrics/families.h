@@ -91,6 +91,12 @@ struct ProcessStats {
   // (breakerd_grpc_server_handled_total,
   // breakerd_grpc_server_handling_seconds); empty exports no samples.
   std::function<std::vector<RpcMethodStats>()> rpc_methods;
+  // Fleet mode (--redis); unset without a fleet, which exports no fleet
+  // samples. 1 while the fleet store is reachable
+  // (breakerd_fleet_connected), and event counts
+  // (breakerd_fleet_events_total{event}).
+  std::function<bool()> fleet_connected;
+  std::function<std::vector<std::pair<std::string, uint64_t>>()> fleet_events;
 };
 
 // Every family, in exposition order.
@@ -110,8 +116,10 @@ enum class FamilyId : int {
   kWatchStreams,
   kGrpcHandled,
   kGrpcHandlingSeconds,
+  kFleetConnected,
+  kFleetEvents,
 };
-inline constexpr int kFamilyCount = 15;
+inline constexpr int kFamilyCount = 17;
 
 enum class MetricKind { kCounter, kGauge, kHistogram };
 
@@ -181,6 +189,10 @@ void EmitBreakerSamples(const BreakerSnapshot& snapshot, FamilySet families,
 // Calls the functions of `stats` only for the families asked for.
 void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
                         size_t breakers, FamilySet families, SampleSink* sink);
+
+// False for the families a process does not export at all (no HELP/TYPE
+// either): the fleet families without fleet mode.
+bool FamilyExported(FamilyId id, const ProcessStats& stats);
 
 // Every sample of one scrape: reads each breaker of `registry` once (one
 // Registry::ForEach, calling the sink with the breaker's shard locked), then

@@ -304,6 +304,7 @@ void AppendTextExposition(const Registry& registry, const ProcessStats& stats,
   TextSink sink(&writer);
   for (int i = 0; i < kFamilyCount; ++i) {
     const FamilyId id = static_cast<FamilyId>(i);
+    if (!FamilyExported(id, stats)) continue;
     writer.Append(FamilyHeader(Family(id)));
     const FamilySet only = OnlyFamily(id);
     for (const BreakerSnapshot& b : breakers) {

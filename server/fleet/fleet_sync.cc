@@ -1,0 +1,289 @@
+#include "server/fleet/fleet_sync.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "server/log/json_log.h"
+
+namespace breakerd {
+namespace {
+
+// What the fleet learns from a local transition, if anything.
+std::optional<ExternalState::Kind> PublishedKind(const Transition& t) {
+  if (t.reason == TransitionReason::kReset) return ExternalState::Kind::kReset;
+  switch (t.to) {
+    case State::kOpen:
+      return ExternalState::Kind::kOpen;
+    case State::kForcedOpen:
+      return ExternalState::Kind::kForcedOpen;
+    case State::kForcedClosed:
+      return ExternalState::Kind::kForcedClosed;
+    case State::kClosed:
+      // A probe's success: the fleet closes with us.
+      if (t.from == State::kHalfOpen) return ExternalState::Kind::kClosed;
+      return std::nullopt;
+    case State::kHalfOpen:
+      // Derived from the clock: every sidecar sees it on its own.
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+FleetSync::FleetSync(Registry* registry, std::unique_ptr<FleetStore> store,
+                     FleetOptions options)
+    : registry_(registry),
+      store_(std::move(store)),
+      options_(std::move(options)),
+      backoff_(options_.reconnect_min) {}
+
+FleetSync::~FleetSync() { Stop(); }
+
+void FleetSync::Start() {
+  thread_ = std::thread([this] {
+    while (!stop_.load(std::memory_order_acquire)) {
+      RunOnce(absl::Milliseconds(100));
+    }
+  });
+}
+
+void FleetSync::Stop() {
+  stop_.store(true, std::memory_order_release);
+  store_->Wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+void FleetSync::RequestClaim(absl::string_view dependency, uint64_t generation,
+                             absl::Duration lease) {
+  {
+    MutexLock lock(&mu_);
+    claims_.push_back({std::string(dependency), generation, lease});
+  }
+  store_->Wake();
+}
+
+void FleetSync::OnTransition(const Transition& t) {
+  if (t.external) return;
+  const bool probe_done = t.from == State::kHalfOpen;
+  std::optional<ExternalState::Kind> kind = PublishedKind(t);
+  if (!kind.has_value() && !probe_done) return;
+  {
+    MutexLock lock(&mu_);
+    if (probe_done) releases_.insert(t.dependency);
+    if (kind.has_value()) {
+      FleetMessage m;
+      m.dependency = t.dependency;
+      m.origin = options_.id;
+      m.kind = *kind;
+      m.open_until_unix_ms =
+          absl::ToUnixMillis(options_.wall_now() + t.retry_after);
+      m.escalation_level = t.escalation_level;
+      auto [it, inserted] = publishes_.insert_or_assign(t.dependency, m);
+      if (inserted) publish_order_.push_back(t.dependency);
+    }
+  }
+  store_->Wake();
+}
+
+FleetCounters FleetSync::counters() const {
+  MutexLock lock(&mu_);
+  return counters_;
+}
+
+void FleetSync::Bump(uint64_t FleetCounters::*field) {
+  MutexLock lock(&mu_);
+  ++(counters_.*field);
+}
+
+void FleetSync::TakeWork(std::vector<Claim>* claims,
+                         std::vector<FleetMessage>* publishes,
+                         std::vector<std::string>* releases) {
+  MutexLock lock(&mu_);
+  claims->swap(claims_);
+  releases->assign(releases_.begin(), releases_.end());
+  releases_.clear();
+  if (connected_.load(std::memory_order_relaxed)) {
+    for (const std::string& dep : publish_order_) {
+      publishes->push_back(std::move(publishes_[dep]));
+    }
+    publishes_.clear();
+    publish_order_.clear();
+  }
+}
+
+bool FleetSync::Join() {
+  absl::Status s = store_->Connect();
+  absl::StatusOr<std::vector<FleetMessage>> states;
+  if (s.ok()) {
+    // Subscribed first, then read: nothing published in between is missed,
+    // and versions drop what arrives twice.
+    last_version_.clear();
+    states = store_->ReadStates();
+    s = states.status();
+  }
+  if (!s.ok()) {
+    store_->Disconnect();
+    if (!logged_down_) {
+      LogEvent(LogLevel::kWarn, "fleet_disconnected",
+               {{"error", s.message()},
+                {"fallback", "local breakers, local probes"}});
+      logged_down_ = true;
+    }
+    next_connect_ = options_.wall_now() + backoff_;
+    backoff_ = std::min(backoff_ * 2, options_.reconnect_max);
+    return false;
+  }
+  for (const FleetMessage& m : *states) Apply(m, /*rejoin=*/true);
+  backoff_ = options_.reconnect_min;
+  logged_down_ = false;
+  connected_.store(true, std::memory_order_release);
+  Bump(&FleetCounters::connects);
+  LogEvent(LogLevel::kInfo, "fleet_connected",
+           {{"id", options_.id},
+            {"states_read", static_cast<int64_t>(states->size())},
+            {"rejoin", ever_connected_}});
+  ever_connected_ = true;
+  return true;
+}
+
+void FleetSync::Lost(const absl::Status& status) {
+  connected_.store(false, std::memory_order_release);
+  store_->Disconnect();
+  held_claims_.clear();
+  Bump(&FleetCounters::disconnects);
+  LogEvent(LogLevel::kWarn, "fleet_disconnected",
+           {{"error", status.message()},
+            {"fallback", "local breakers, local probes"}});
+  logged_down_ = true;
+  next_connect_ = options_.wall_now() + backoff_;
+  AnswerClaimsLocally();
+}
+
+void FleetSync::AnswerClaimsLocally() {
+  std::vector<Claim> claims;
+  {
+    MutexLock lock(&mu_);
+    claims.swap(claims_);
+  }
+  for (const Claim& c : claims) {
+    registry_->SetProbeClaim(c.dependency, c.generation, /*won=*/true, c.lease);
+  }
+}
+
+void FleetSync::Apply(const FleetMessage& m, bool rejoin) {
+  uint64_t& last = last_version_[m.dependency];
+  if (m.version <= last) {
+    Bump(&FleetCounters::duplicates);
+    return;
+  }
+  last = m.version;
+  if (m.origin == options_.id) return;
+  ExternalState state;
+  state.kind = m.kind;
+  state.escalation_level = m.escalation_level;
+  state.open_remaining =
+      absl::FromUnixMillis(m.open_until_unix_ms) - options_.wall_now();
+  if (rejoin) {
+    // What we may have decided while away is newer than a stored close;
+    // only outages and overrides are taken from the store.
+    const bool open_now = m.kind == ExternalState::Kind::kOpen &&
+                          state.open_remaining > absl::ZeroDuration();
+    if (!open_now && m.kind != ExternalState::Kind::kForcedOpen &&
+        m.kind != ExternalState::Kind::kForcedClosed) {
+      return;
+    }
+  }
+  absl::StatusOr<BreakerSnapshot> s =
+      registry_->ApplyExternal(m.dependency, state, TransitionReason::kFleet);
+  if (!s.ok()) {
+    LogEvent(LogLevel::kWarn, "fleet_apply_failed",
+             {{"dependency", m.dependency}, {"error", s.status().message()}});
+    return;
+  }
+  Bump(&FleetCounters::applied);
+}
+
+void FleetSync::RunOnce(absl::Duration wait) {
+  if (!connected_.load(std::memory_order_acquire)) {
+    const absl::Time now = options_.wall_now();
+    if (now < next_connect_) {
+      // Claims are answered locally while the store is away.
+      AnswerClaimsLocally();
+      absl::SleepFor(std::min(wait, next_connect_ - now));
+      return;
+    }
+    if (!Join()) return;
+  }
+
+  std::vector<Claim> claims;
+  std::vector<FleetMessage> publishes;
+  std::vector<std::string> releases;
+  TakeWork(&claims, &publishes, &releases);
+  absl::Status failed;
+  for (const std::string& dep : releases) {
+    if (!failed.ok() || !held_claims_.erase(dep)) continue;
+    failed = store_->ReleaseProbe(dep, options_.id);
+  }
+  for (const Claim& c : claims) {
+    if (!failed.ok()) {
+      registry_->SetProbeClaim(c.dependency, c.generation, true, c.lease);
+      continue;
+    }
+    absl::StatusOr<ClaimAnswer> a =
+        store_->ClaimProbe(c.dependency, options_.id, c.lease);
+    if (!a.ok()) {
+      failed = a.status();
+      registry_->SetProbeClaim(c.dependency, c.generation, true, c.lease);
+      continue;
+    }
+    if (a->won) held_claims_.insert(c.dependency);
+    Bump(a->won ? &FleetCounters::claims_won : &FleetCounters::claims_lost);
+    registry_->SetProbeClaim(c.dependency, c.generation, a->won, a->lease);
+  }
+  for (size_t i = 0; i < publishes.size(); ++i) {
+    FleetMessage& m = publishes[i];
+    absl::Duration ttl = options_.state_ttl;
+    if (m.kind == ExternalState::Kind::kForcedOpen ||
+        m.kind == ExternalState::Kind::kForcedClosed) {
+      ttl = absl::ZeroDuration();
+    } else if (m.kind == ExternalState::Kind::kOpen) {
+      ttl += std::max(
+          absl::ZeroDuration(),
+          absl::FromUnixMillis(m.open_until_unix_ms) - options_.wall_now());
+    }
+    absl::StatusOr<uint64_t> v = failed.ok() ? store_->Publish(m, ttl) : failed;
+    if (!v.ok()) {
+      failed = v.status();
+      Bump(&FleetCounters::publish_failures);
+      // Kept for after the reconnect, unless something newer came.
+      MutexLock lock(&mu_);
+      const std::string dep = m.dependency;
+      if (publishes_.try_emplace(dep, std::move(m)).second) {
+        publish_order_.push_back(dep);
+      }
+      continue;
+    }
+    uint64_t& last = last_version_[m.dependency];
+    last = std::max(last, *v);
+    Bump(&FleetCounters::published);
+  }
+  if (failed.ok() && options_.wall_now() >= next_ping_) {
+    failed = store_->Ping();
+    next_ping_ = options_.wall_now() + options_.ping_interval;
+  }
+  if (!failed.ok()) {
+    Lost(failed);
+    return;
+  }
+
+  absl::StatusOr<std::vector<FleetMessage>> messages = store_->Receive(wait);
+  if (!messages.ok()) {
+    Lost(messages.status());
+    return;
+  }
+  for (const FleetMessage& m : *messages) Apply(m, /*rejoin=*/false);
+}
+
+}  // namespace breakerd

@@ -1,0 +1,160 @@
+// FleetSync: fleet mode's coordinator. It keeps the breakers of this
+// sidecar in step with the fleet's through a FleetStore, on one thread of
+// its own, so the request path never waits on the store:
+//
+// - Local transitions (as a TransitionObserver) to open, closed after a
+//   probe, forced open/closed and reset are queued (latest per dependency)
+//   and published with a per-dependency version.
+// - What others publish is applied to the local breaker
+//   (Registry::ApplyExternal, reason "fleet"), once: messages whose version
+//   is not newer than the last seen for that dependency are dropped, as are
+//   our own.
+// - Half-open probes are claimed fleet-wide (as the ProbeArbiter): the
+//   engine asks without waiting and refuses meanwhile; the answer comes
+//   back through Registry::SetProbeClaim. The claim is released when the
+//   probe's result moves the breaker.
+// - When the store fails, Active() turns false (every breaker probes on its
+//   own), pending claims are answered "won" (a local claim), unpublished
+//   states are kept, the change is logged once, and the thread reconnects
+//   with backoff; on reconnect it re-reads the stored states (open and
+//   forced ones are applied), then publishes what it kept.
+//
+// Thread-safety: every public method is thread-safe. Wiring: construct,
+// registry->SetProbeArbiter(&sync) and registry->AddObserver(&sync) before
+// serving, Start(), and Stop() before the Registry goes away.
+#ifndef BREAKERD_SERVER_FLEET_FLEET_SYNC_H_
+#define BREAKERD_SERVER_FLEET_FLEET_SYNC_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/time/time.h"
+#include "server/engine/mutex.h"
+#include "server/engine/registry.h"
+#include "server/fleet/fleet_store.h"
+
+namespace breakerd {
+
+struct FleetOptions {
+  // This sidecar's id in the fleet (origin of what it publishes; owner of
+  // the probes it claims). Must be unique per process and contain no space.
+  std::string id;
+  // Reconnect backoff, doubling from min to max.
+  absl::Duration reconnect_min = absl::Milliseconds(200);
+  absl::Duration reconnect_max = absl::Seconds(2);
+  // A round trip this often while idle notices a dead or hung store.
+  absl::Duration ping_interval = absl::Milliseconds(500);
+  // Stored closed/reset states expire after this; open states this long
+  // after their cooldown ends; forced states never.
+  absl::Duration state_ttl = absl::Minutes(10);
+  // Wall clock: cooldown ends cross processes as wall-clock instants.
+  std::function<absl::Time()> wall_now = [] { return absl::Now(); };
+};
+
+// Counters since start (breakerd_fleet_events_total{event}).
+struct FleetCounters {
+  uint64_t published = 0;
+  uint64_t publish_failures = 0;
+  uint64_t applied = 0;
+  uint64_t duplicates = 0;
+  uint64_t claims_won = 0;
+  uint64_t claims_lost = 0;
+  uint64_t connects = 0;
+  uint64_t disconnects = 0;
+};
+
+class FleetSync final : public TransitionObserver, public ProbeArbiter {
+ public:
+  // REQUIRES: registry and store non-null; registry outlives this.
+  FleetSync(Registry* registry, std::unique_ptr<FleetStore> store,
+            FleetOptions options);
+  // Stops the thread if running.
+  ~FleetSync() override;
+
+  FleetSync(const FleetSync&) = delete;
+  FleetSync& operator=(const FleetSync&) = delete;
+
+  // Starts the fleet thread (which connects first). REQUIRES: once.
+  void Start();
+  // Stops and joins the thread. Idempotent.
+  void Stop();
+
+  // One round of the fleet thread's loop: (re)connect if needed, serve
+  // queued claims, releases and publishes, ping if idle, and wait at most
+  // `wait` for messages. Tests call it directly instead of Start().
+  // REQUIRES: the thread is not running.
+  void RunOnce(absl::Duration wait);
+
+  // ProbeArbiter.
+  bool Active() const override {
+    return connected_.load(std::memory_order_acquire);
+  }
+  void RequestClaim(absl::string_view dependency, uint64_t generation,
+                    absl::Duration lease) override;
+
+  // TransitionObserver.
+  void OnTransition(const Transition& t) override;
+
+  bool connected() const { return Active(); }
+  FleetCounters counters() const;
+
+ private:
+  struct Claim {
+    std::string dependency;
+    uint64_t generation;
+    absl::Duration lease;
+  };
+
+  // Connects and re-reads the stored states; false (and backoff) on error.
+  bool Join();
+  // After a store error: disconnected, logged once, claims answered local.
+  void Lost(const absl::Status& status);
+  // Answers every queued claim "won": the local breaker decides alone.
+  void AnswerClaimsLocally();
+  void Apply(const FleetMessage& m, bool rejoin);
+  // The pending work, taken under mu_.
+  void TakeWork(std::vector<Claim>* claims,
+                std::vector<FleetMessage>* publishes,
+                std::vector<std::string>* releases);
+  void Bump(uint64_t FleetCounters::*field);
+
+  Registry* const registry_;
+  const std::unique_ptr<FleetStore> store_;
+  const FleetOptions options_;
+
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+
+  mutable Mutex mu_;
+  std::vector<Claim> claims_ ABSL_GUARDED_BY(mu_);
+  // Latest unpublished state per dependency, in first-queued order.
+  absl::flat_hash_map<std::string, FleetMessage> publishes_
+      ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> publish_order_ ABSL_GUARDED_BY(mu_);
+  // Dependencies whose probe result arrived: release our claim if we hold it.
+  absl::flat_hash_set<std::string> releases_ ABSL_GUARDED_BY(mu_);
+  FleetCounters counters_ ABSL_GUARDED_BY(mu_);
+
+  // Fleet thread only.
+  absl::flat_hash_map<std::string, uint64_t> last_version_;
+  absl::flat_hash_set<std::string> held_claims_;
+  absl::Duration backoff_;
+  absl::Time next_connect_ = absl::InfinitePast();
+  absl::Time next_ping_ = absl::InfinitePast();
+  bool ever_connected_ = false;
+  bool logged_down_ = false;
+};
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_FLEET_FLEET_SYNC_H_

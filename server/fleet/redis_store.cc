@@ -1,0 +1,347 @@
+#include "server/fleet/redis_store.h"
+
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace breakerd {
+namespace {
+
+// KEYS: version, state. ARGV: body, channel, ttl_ms (0: no expiry).
+constexpr char kPublishScript[] = R"(
+local v = redis.call('INCR', KEYS[1])
+local msg = v .. ' ' .. ARGV[1]
+if tonumber(ARGV[3]) > 0 then
+  redis.call('SET', KEYS[2], msg, 'PX', ARGV[3])
+else
+  redis.call('SET', KEYS[2], msg)
+end
+redis.call('PUBLISH', ARGV[2], msg)
+return v
+)";
+
+// KEYS: probe. ARGV: owner, lease_ms. -1: won; else the holder's ms left
+// (time is frozen inside a script, so the key cannot lapse in between).
+constexpr char kClaimScript[] = R"(
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return -1
+end
+return redis.call('PTTL', KEYS[1])
+)";
+
+// KEYS: probe. ARGV: owner.
+constexpr char kReleaseScript[] = R"(
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+)";
+
+bool ValidPrefixChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+         absl::string_view("._:/@-").find(c) != absl::string_view::npos;
+}
+
+timeval ToTimeval(absl::Duration d) { return absl::ToTimeval(d); }
+
+std::string ContextError(redisContext* c, absl::string_view what) {
+  return absl::StrCat(
+      "redis ", what, ": ",
+      c != nullptr && c->err != 0 ? c->errstr : "no connection");
+}
+
+}  // namespace
+
+absl::Status ValidateRedisOptions(const RedisOptions& o) {
+  if (o.host.empty()) return absl::InvalidArgumentError("redis: empty host");
+  if (o.port < 1 || o.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis: port must be 1..65535 (got ", o.port, ")"));
+  }
+  if (o.db < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis-db: must be 0 or more (got ", o.db, ")"));
+  }
+  for (char c : o.key_prefix) {
+    if (!ValidPrefixChar(c)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "redis-key-prefix: only [A-Za-z0-9._:/@-] allowed (got \"",
+          o.key_prefix, "\")"));
+    }
+  }
+  if (o.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("redis-timeout: must be positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseRedisAddress(absl::string_view address,
+                               RedisOptions* options) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis: want host:port (got \"", address, "\")"));
+  }
+  absl::string_view host = address.substr(0, colon);
+  if (absl::ConsumePrefix(&host, "[")) {
+    if (!absl::ConsumeSuffix(&host, "]")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("redis: unbalanced [ in \"", address, "\""));
+    }
+  }
+  int port = 0;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis: port must be 1..65535 (got \"",
+                     address.substr(colon + 1), "\")"));
+  }
+  options->host = std::string(host);
+  options->port = port;
+  return absl::OkStatus();
+}
+
+void RedisStore::ReplyDeleter::operator()(redisReply* r) const {
+  freeReplyObject(r);
+}
+
+RedisStore::RedisStore(RedisOptions options)
+    : options_(std::move(options)),
+      channel_(absl::StrCat(options_.key_prefix, "transitions")),
+      wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+RedisStore::~RedisStore() {
+  Disconnect();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void RedisStore::Disconnect() {
+  if (cmd_ != nullptr) redisFree(cmd_);
+  if (sub_ != nullptr) redisFree(sub_);
+  cmd_ = sub_ = nullptr;
+}
+
+absl::StatusOr<redisContext*> RedisStore::Open(bool select_db) {
+  redisContext* c = redisConnectWithTimeout(
+      options_.host.c_str(), options_.port, absl::ToTimeval(options_.timeout));
+  if (c == nullptr || c->err != 0) {
+    absl::Status s = absl::UnavailableError(
+        absl::StrCat(ContextError(c, "connect"), " (", options_.host, ":",
+                     options_.port, ")"));
+    if (c != nullptr) redisFree(c);
+    return s;
+  }
+  redisSetTimeout(c, absl::ToTimeval(options_.timeout));
+  auto run = [&](std::vector<std::string> argv) -> absl::Status {
+    std::vector<const char*> ptrs;
+    std::vector<size_t> lens;
+    for (const std::string& a : argv) {
+      ptrs.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(
+        c, static_cast<int>(argv.size()), ptrs.data(), lens.data())));
+    if (r == nullptr) return absl::UnavailableError(ContextError(c, argv[0]));
+    if (r->type == REDIS_REPLY_ERROR) {
+      return absl::UnavailableError(
+          absl::StrCat("redis ", argv[0], ": ", std::string(r->str, r->len)));
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s;
+  if (!options_.password.empty()) s = run({"AUTH", options_.password});
+  if (s.ok() && select_db && options_.db != 0) {
+    s = run({"SELECT", absl::StrCat(options_.db)});
+  }
+  if (!s.ok()) {
+    redisFree(c);
+    return s;
+  }
+  return c;
+}
+
+absl::Status RedisStore::Connect() {
+  Disconnect();
+  absl::StatusOr<redisContext*> cmd = Open(/*select_db=*/true);
+  if (!cmd.ok()) return cmd.status();
+  cmd_ = *cmd;
+  absl::StatusOr<redisContext*> sub = Open(/*select_db=*/false);
+  if (!sub.ok()) {
+    Disconnect();
+    return sub.status();
+  }
+  sub_ = *sub;
+  ReplyPtr r(static_cast<redisReply*>(
+      redisCommand(sub_, "SUBSCRIBE %b", channel_.data(), channel_.size())));
+  if (r == nullptr) {
+    absl::Status s = absl::UnavailableError(ContextError(sub_, "SUBSCRIBE"));
+    Disconnect();
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Command(
+    const std::vector<std::string>& argv) {
+  if (cmd_ == nullptr) return absl::UnavailableError("redis: not connected");
+  std::vector<const char*> ptrs;
+  std::vector<size_t> lens;
+  ptrs.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (const std::string& a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(
+      cmd_, static_cast<int>(argv.size()), ptrs.data(), lens.data())));
+  if (r == nullptr) return absl::UnavailableError(ContextError(cmd_, argv[0]));
+  if (r->type == REDIS_REPLY_ERROR) {
+    return absl::UnavailableError(
+        absl::StrCat("redis ", argv[0], ": ", std::string(r->str, r->len)));
+  }
+  return r;
+}
+
+std::string RedisStore::Key(absl::string_view dependency,
+                            absl::string_view suffix) const {
+  return absl::StrCat(options_.key_prefix, "{", dependency, "}:", suffix);
+}
+
+absl::StatusOr<uint64_t> RedisStore::Publish(const FleetMessage& m,
+                                             absl::Duration ttl) {
+  absl::StatusOr<ReplyPtr> r = Command(
+      {"EVAL", kPublishScript, "2", Key(m.dependency, "version"),
+       Key(m.dependency, "state"), FormatFleetBody(m), channel_,
+       absl::StrCat(std::max<int64_t>(0, absl::ToInt64Milliseconds(ttl)))});
+  if (!r.ok()) return r.status();
+  if ((*r)->type != REDIS_REPLY_INTEGER || (*r)->integer <= 0) {
+    return absl::InternalError("redis EVAL publish: unexpected reply");
+  }
+  return static_cast<uint64_t>((*r)->integer);
+}
+
+absl::StatusOr<ClaimAnswer> RedisStore::ClaimProbe(absl::string_view dependency,
+                                                   absl::string_view owner,
+                                                   absl::Duration lease) {
+  absl::StatusOr<ReplyPtr> r = Command(
+      {"EVAL", kClaimScript, "1", Key(dependency, "probe"), std::string(owner),
+       absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(lease)))});
+  if (!r.ok()) return r.status();
+  if ((*r)->type != REDIS_REPLY_INTEGER) {
+    return absl::InternalError("redis EVAL claim: unexpected reply");
+  }
+  ClaimAnswer a;
+  a.won = (*r)->integer == -1;
+  a.lease =
+      a.won ? lease : absl::Milliseconds(std::max<long long>(0, (*r)->integer));
+  return a;
+}
+
+absl::Status RedisStore::ReleaseProbe(absl::string_view dependency,
+                                      absl::string_view owner) {
+  return Command({"EVAL", kReleaseScript, "1", Key(dependency, "probe"),
+                  std::string(owner)})
+      .status();
+}
+
+absl::StatusOr<std::vector<FleetMessage>> RedisStore::ReadStates() {
+  std::vector<FleetMessage> out;
+  std::string cursor = "0";
+  const std::string pattern = absl::StrCat(options_.key_prefix, "{*}:state");
+  do {
+    absl::StatusOr<ReplyPtr> r =
+        Command({"SCAN", cursor, "MATCH", pattern, "COUNT", "500"});
+    if (!r.ok()) return r.status();
+    redisReply* reply = r->get();
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
+      return absl::InternalError("redis SCAN: unexpected reply");
+    }
+    cursor = std::string(reply->element[0]->str, reply->element[0]->len);
+    redisReply* keys = reply->element[1];
+    for (size_t i = 0; i < keys->elements; ++i) {
+      absl::StatusOr<ReplyPtr> value = Command(
+          {"GET", std::string(keys->element[i]->str, keys->element[i]->len)});
+      if (!value.ok()) return value.status();
+      if ((*value)->type != REDIS_REPLY_STRING) continue;  // expired since
+      absl::StatusOr<FleetMessage> m =
+          ParseFleetMessage(absl::string_view((*value)->str, (*value)->len));
+      if (m.ok()) out.push_back(*std::move(m));
+    }
+  } while (cursor != "0");
+  return out;
+}
+
+absl::Status RedisStore::Ping() { return Command({"PING"}).status(); }
+
+void RedisStore::TakeMessage(redisReply* reply,
+                             std::vector<FleetMessage>* out) {
+  // ["message", channel, payload]; subscribe confirmations are skipped.
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3) return;
+  redisReply* kind = reply->element[0];
+  redisReply* payload = reply->element[2];
+  if (kind->type != REDIS_REPLY_STRING ||
+      absl::string_view(kind->str, kind->len) != "message" ||
+      payload->type != REDIS_REPLY_STRING) {
+    return;
+  }
+  absl::StatusOr<FleetMessage> m =
+      ParseFleetMessage(absl::string_view(payload->str, payload->len));
+  if (m.ok()) out->push_back(*std::move(m));
+}
+
+absl::StatusOr<std::vector<FleetMessage>> RedisStore::Receive(
+    absl::Duration timeout) {
+  std::vector<FleetMessage> out;
+  if (sub_ == nullptr) return absl::UnavailableError("redis: not connected");
+  auto drain = [&]() -> absl::Status {
+    while (true) {
+      void* raw = nullptr;
+      if (redisGetReplyFromReader(sub_, &raw) != REDIS_OK) {
+        return absl::UnavailableError(ContextError(sub_, "subscription"));
+      }
+      if (raw == nullptr) return absl::OkStatus();
+      ReplyPtr reply(static_cast<redisReply*>(raw));
+      TakeMessage(reply.get(), &out);
+    }
+  };
+  if (absl::Status s = drain(); !s.ok()) return s;
+  if (!out.empty()) return out;
+
+  pollfd fds[2] = {{sub_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  const int ms = static_cast<int>(
+      std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)));
+  const int n = poll(fds, 2, ms);
+  if (n < 0 && errno != EINTR) {
+    return absl::UnavailableError(
+        absl::StrCat("redis subscription poll: ", std::strerror(errno)));
+  }
+  if (n > 0 && (fds[1].revents & POLLIN) != 0) {
+    uint64_t drained;
+    (void)!read(wake_fd_, &drained, sizeof(drained));
+  }
+  if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+    if (redisBufferRead(sub_) != REDIS_OK) {
+      return absl::UnavailableError(ContextError(sub_, "subscription"));
+    }
+    if (absl::Status s = drain(); !s.ok()) return s;
+  }
+  return out;
+}
+
+void RedisStore::Wake() {
+  const uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+}  // namespace breakerd
