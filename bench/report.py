@@ -204,6 +204,19 @@ def main():
     w(f"Targets: each call within {RPC_P50_TARGET}x of the floor (p50) and "
       f"p99 within {RPC_P99_TARGET}x.\n")
 
+    # --- fleet mode ---------------------------------------------------------
+    fleet = os.path.join(d, "fleet", "fleet.txt")
+    if os.path.exists(fleet):
+        w("## Fleet mode (bench/fleet/run.sh)\n")
+        w("Two sidecars on one Redis. Propagation: from the Report that opens "
+          "a breaker on A to B's Watch stream announcing it open. Then "
+          "Acquire on A against the gRPC floor with Redis up, hung (SIGSTOP: "
+          "every Redis call times out after 50 ms on the fleet thread) and "
+          "dead (killed). One run, same machine.\n")
+        w("```")
+        w(open(fleet).read().rstrip())
+        w("```\n")
+
     # --- memory -------------------------------------------------------------
     w("## Resident memory per breaker\n")
     if mem:

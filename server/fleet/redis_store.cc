@@ -53,8 +53,6 @@ bool ValidPrefixChar(char c) {
          absl::string_view("._:/@-").find(c) != absl::string_view::npos;
 }
 
-timeval ToTimeval(absl::Duration d) { return absl::ToTimeval(d); }
-
 std::string ContextError(redisContext* c, absl::string_view what) {
   return absl::StrCat(
       "redis ", what, ": ",

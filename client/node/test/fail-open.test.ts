@@ -36,7 +36,7 @@ describe('fail-open and fail-closed', () => {
   it('answers from the fail mode within the decision timeout while breakerd does not answer', async () => {
     await waitFor('a decision from breakerd', async () => (await open.acquire('fo/paused')).source === 'SIDECAR');
     const logsBefore = logs.length;
-    bd.pause(true);
+    await bd.pause(true);
     try {
       const [d, ms] = await timed(() => open.acquire('fo/paused'));
       assert.equal(d.source, 'FAIL_OPEN');
@@ -47,7 +47,7 @@ describe('fail-open and fail-closed', () => {
       assert.equal(c.allowed, false);
       assert.ok(cms < PROMPT_MS, `took ${cms} ms`);
     } finally {
-      bd.pause(false);
+      await bd.pause(false);
     }
     await waitFor('breakerd to answer again', async () => (await open.acquire('fo/paused')).source === 'SIDECAR');
     const lines = logs.slice(logsBefore);

@@ -32,6 +32,15 @@ export function breakerdBin(): string {
 }
 
 /** Polls `check` until it returns a truthy value; fails after `timeoutMs`. */
+/** True when every thread of `pid` is in state T (stopped), per /proc. */
+function allThreadsStopped(pid: number): boolean {
+  const tasks = fs.readdirSync(`/proc/${pid}/task`);
+  return tasks.every((tid) => {
+    const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('T');
+  });
+}
+
 export async function waitFor<T>(
   what: string,
   check: () => T | Promise<T>,
@@ -129,8 +138,14 @@ export class Breakerd {
   }
 
   /** Pauses (SIGSTOP) or resumes (SIGCONT) the process: connections stay open, nothing answers. */
-  pause(paused: boolean): void {
+  async pause(paused: boolean): Promise<void> {
+    const pid = this.proc?.pid;
     this.proc?.kill(paused ? 'SIGSTOP' : 'SIGCONT');
+    // The signal is delivered asynchronously: a thread already running may
+    // still answer. Wait until every thread of breakerd is stopped.
+    if (paused && pid !== undefined) {
+      await waitFor('breakerd to stop', () => allThreadsStopped(pid));
+    }
   }
 
   /** Stops the process, closes the helper channels and removes the temp dir. */
@@ -138,7 +153,7 @@ export class Breakerd {
     this.stubs?.breaker.close();
     this.stubs?.admin.close();
     this.stubs = undefined;
-    this.pause(false);
+    this.proc?.kill('SIGCONT');
     await this.stop();
     fs.rmSync(this.dir, { recursive: true, force: true });
   }

@@ -1,0 +1,448 @@
+// Fleet mode and restart safety end to end: real breakerd processes sharing
+// a real redis-server (started here on a free loopback port), over real
+// sockets. Waits are bounded polls; cooldowns and leases are short.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "breakerd/v1/breaker.grpc.pb.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/breakerd_process.h"
+
+namespace breakerd {
+namespace {
+
+constexpr absl::Duration kWait = absl::Seconds(10);
+
+bool WaitUntil(const std::function<bool()>& done,
+               absl::Duration timeout = kWait) {
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return done();
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// A redis-server child on 127.0.0.1:port, without persistence.
+class RedisServer {
+ public:
+  explicit RedisServer(std::string dir) : dir_(std::move(dir)) {}
+  ~RedisServer() { Kill(); }
+
+  ::testing::AssertionResult Start(int port = 0) {
+    if (port == 0) port = FreePort();
+    port_ = port;
+    const int rc = SpawnLogged(
+        {"/usr/bin/redis-server", "--port", std::to_string(port_), "--bind",
+         "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir_},
+        dir_ + "/redis.log", &pid_);
+    if (rc != 0) return ::testing::AssertionFailure() << "spawn redis-server";
+    if (!WaitUntil([&] { return Ping(); })) {
+      return ::testing::AssertionFailure() << "redis-server did not answer";
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  // PING over a raw socket: true on +PONG.
+  bool Ping() const {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = false;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        write(fd, "PING\r\n", 6) == 6) {
+      char buf[16] = {};
+      ok =
+          read(fd, buf, sizeof(buf) - 1) > 0 && std::string(buf) == "+PONG\r\n";
+    }
+    close(fd);
+    return ok;
+  }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  int port() const { return port_; }
+
+ private:
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// Five failures open a breaker for 1 s; the probe's lease is 1 s ("lease/*":
+// 10 s, longer than any caller loop here; "long/*": 30 s cooldowns).
+constexpr char kConfig[] = R"(
+defaults:
+  consecutive_failures: 5
+  failure_rate: { threshold: 0 }
+  cooldown: { base: 1s, max: 4s, jitter: 0 }
+  probe: { lease: 1s }
+policies:
+  - match: "long/*"
+    cooldown: { base: 30s, max: 60s, jitter: 0 }
+  - match: "lease/*"
+    probe: { lease: 10s }
+)";
+
+struct Acquired {
+  grpc::Status status;
+  v1::AcquireResponse response;
+};
+
+Acquired Acquire(v1::Breaker::Stub* stub, const std::string& dep,
+                 absl::Duration deadline = absl::Seconds(5)) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   absl::ToChronoNanoseconds(deadline));
+  v1::AcquireRequest req;
+  req.set_dependency(dep);
+  Acquired a;
+  a.status = stub->Acquire(&ctx, req, &a.response);
+  return a;
+}
+
+grpc::Status Report(v1::Breaker::Stub* stub, const std::string& dep,
+                    uint64_t permit, v1::Outcome outcome) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::ReportRequest req;
+  req.set_dependency(dep);
+  req.set_permit(permit);
+  req.set_outcome(outcome);
+  v1::ReportResponse resp;
+  return stub->Report(&ctx, req, &resp);
+}
+
+std::optional<v1::BreakerStatus> GetState(v1::Breaker::Stub* stub,
+                                          const std::string& dep) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::GetStateRequest req;
+  req.set_dependency(dep);
+  v1::BreakerStatus status;
+  if (!stub->GetState(&ctx, req, &status).ok()) return std::nullopt;
+  return status;
+}
+
+v1::State StateOf(v1::Breaker::Stub* stub, const std::string& dep) {
+  std::optional<v1::BreakerStatus> s = GetState(stub, dep);
+  return s.has_value() ? s->state() : v1::STATE_UNSPECIFIED;
+}
+
+class FleetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    redis_ = std::make_unique<RedisServer>(scratch_.dir());
+    ASSERT_TRUE(redis_->Start());
+  }
+
+  // Starts sidecar i (0-based) on the fleet's Redis and waits until it has
+  // joined (breakerd_fleet_connected 1).
+  void StartSidecar(std::vector<std::string> extra = {}) {
+    auto proc = std::make_unique<BreakerdProcess>();
+    extra.push_back("--config=" + proc->WriteFile("config.yaml", kConfig));
+    extra.push_back("--redis=" + redis_->address());
+    ASSERT_TRUE(proc->Start(extra));
+    BreakerdProcess* p = proc.get();
+    ASSERT_TRUE(WaitUntil([p] { return FleetConnected(p) == 1; })) << p->Log();
+    stubs_.push_back(p->BreakerStub());
+    sidecars_.push_back(std::move(proc));
+  }
+
+  static double FleetConnected(BreakerdProcess* p) {
+    return Sample(p->Metrics(), "breakerd_fleet_connected").value_or(-1);
+  }
+
+  // Opens `dep` on sidecar i with five timeouts.
+  void Trip(int i, const std::string& dep) {
+    for (int n = 0; n < 5; ++n) {
+      Acquired a = Acquire(stubs_[i].get(), dep);
+      ASSERT_TRUE(a.status.ok() && a.response.allowed());
+      ASSERT_TRUE(
+          Report(stubs_[i].get(), dep, a.response.permit(), v1::OUTCOME_TIMEOUT)
+              .ok());
+    }
+    ASSERT_EQ(StateOf(stubs_[i].get(), dep), v1::STATE_OPEN);
+  }
+
+  BreakerdProcess scratch_;  // only for its temporary directory
+  std::unique_ptr<RedisServer> redis_;
+  std::vector<std::unique_ptr<BreakerdProcess>> sidecars_;
+  std::vector<std::unique_ptr<v1::Breaker::Stub>> stubs_;
+};
+
+TEST_F(FleetTest, OneSidecarOpensAndTheOthersRefuseWithin500ms) {
+  for (int i = 0; i < 3; ++i) StartSidecar();
+  const std::string dep = "long/provider";
+  // The others have used the dependency, and seen no failure.
+  for (int i = 1; i < 3; ++i) {
+    Acquired a = Acquire(stubs_[i].get(), dep);
+    ASSERT_TRUE(a.response.allowed());
+    ASSERT_TRUE(
+        Report(stubs_[i].get(), dep, a.response.permit(), v1::OUTCOME_SUCCESS)
+            .ok());
+  }
+  Trip(0, dep);
+  const absl::Time opened = absl::Now();
+  for (int i = 1; i < 3; ++i) {
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          Acquired a = Acquire(stubs_[i].get(), dep);
+          return a.status.ok() && !a.response.allowed();
+        },
+        absl::Milliseconds(500)))
+        << "sidecar " << i << " still allows after "
+        << absl::FormatDuration(absl::Now() - opened);
+    std::optional<v1::BreakerStatus> s = GetState(stubs_[i].get(), dep);
+    ASSERT_TRUE(s.has_value());
+    EXPECT_EQ(s->state(), v1::STATE_OPEN);
+    EXPECT_EQ(s->window_failures(), 0u) << "never saw a failure itself";
+    EXPECT_GT(s->retry_after().seconds(), 20);
+  }
+  // A sidecar that starts now reads the fleet's open state from Redis.
+  StartSidecar();
+  EXPECT_TRUE(WaitUntil(
+      [&] { return StateOf(stubs_[3].get(), dep) == v1::STATE_OPEN; }));
+}
+
+TEST_F(FleetTest, ExactlyOneProbeForTheFleetAndItsSuccessClosesAll) {
+  for (int i = 0; i < 3; ++i) StartSidecar();
+  const std::string dep = "lease/probe";
+  Trip(0, dep);
+  for (int i = 1; i < 3; ++i) {
+    ASSERT_TRUE(WaitUntil(
+        [&] { return StateOf(stubs_[i].get(), dep) == v1::STATE_OPEN; }));
+  }
+  // 3 sidecars x 30 callers, from just before the cooldown ends until well
+  // after: only one probe may be granted across the fleet.
+  std::atomic<int> probes{0};
+  std::mutex mu;
+  int prober = -1;
+  uint64_t probe_permit = 0;
+  const absl::Time until = absl::Now() + absl::Milliseconds(2500);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 3; ++i) {
+    for (int c = 0; c < 30; ++c) {
+      callers.emplace_back([&, i, c] {
+        auto stub = v1::Breaker::NewStub(sidecars_[i]->Channel(c));
+        while (absl::Now() < until) {
+          Acquired a = Acquire(stub.get(), dep);
+          if (a.status.ok() && a.response.probe()) {
+            probes.fetch_add(1);
+            std::lock_guard<std::mutex> lock(mu);
+            prober = i;
+            probe_permit = a.response.permit();
+          }
+          absl::SleepFor(absl::Milliseconds(10));
+        }
+      });
+    }
+  }
+  for (std::thread& t : callers) t.join();
+  ASSERT_EQ(probes.load(), 1) << "probes granted across the fleet";
+  ASSERT_TRUE(
+      Report(stubs_[prober].get(), dep, probe_permit, v1::OUTCOME_SUCCESS)
+          .ok());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(WaitUntil([&] {
+      return StateOf(stubs_[i].get(), dep) == v1::STATE_CLOSED;
+    })) << "sidecar "
+        << i;
+  }
+}
+
+TEST_F(FleetTest, AnotherSidecarProbesAfterTheProberDies) {
+  for (int i = 0; i < 3; ++i) StartSidecar();
+  const std::string dep = "fleet/dead-prober";
+  Trip(0, dep);
+  for (int i = 1; i < 3; ++i) {
+    ASSERT_TRUE(WaitUntil(
+        [&] { return StateOf(stubs_[i].get(), dep) == v1::STATE_OPEN; }));
+  }
+  // Sidecar 0 gets the probe and dies without reporting.
+  ASSERT_TRUE(WaitUntil([&] {
+    return Acquire(stubs_[0].get(), dep).response.probe();
+  })) << sidecars_[0]->Log();
+  ASSERT_TRUE(sidecars_[0]->Signal(SIGKILL));
+  // Until the 1 s lease lapses, nobody else probes; then one does.
+  const absl::Time killed = absl::Now();
+  int winner = -1;
+  ASSERT_TRUE(WaitUntil([&] {
+    for (int i = 1; i < 3; ++i) {
+      if (Acquire(stubs_[i].get(), dep).response.probe()) {
+        winner = i;
+        return true;
+      }
+    }
+    return false;
+  }));
+  EXPECT_GE(absl::Now() - killed, absl::Milliseconds(500))
+      << "the dead prober's lease must be waited out";
+  EXPECT_NE(winner, -1);
+}
+
+TEST_F(FleetTest, RedisDiesUnderLoadSidecarsBreakLocallyThenRejoin) {
+  for (int i = 0; i < 3; ++i) StartSidecar();
+  // Load on every sidecar: each Acquire must succeed within its budget.
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed{0}, calls{0};
+  std::vector<std::thread> load;
+  for (int i = 0; i < 3; ++i) {
+    load.emplace_back([&, i] {
+      auto stub = v1::Breaker::NewStub(sidecars_[i]->Channel(100 + i));
+      int n = 0;
+      while (!stop.load()) {
+        const std::string dep = absl::StrCat("load/dep-", n++ % 20);
+        Acquired a = Acquire(stub.get(), dep, absl::Milliseconds(250));
+        calls.fetch_add(1);
+        if (!a.status.ok()) {
+          failed.fetch_add(1);
+          continue;
+        }
+        if (a.response.allowed()) {
+          Report(stub.get(), dep, a.response.permit(), v1::OUTCOME_SUCCESS);
+        }
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  redis_->Kill();
+  for (auto& p : sidecars_) {
+    BreakerdProcess* proc = p.get();
+    EXPECT_TRUE(WaitUntil([proc] { return FleetConnected(proc) == 0; }))
+        << proc->Log();
+  }
+  // Each sidecar still breaks on its own.
+  Trip(1, "local/while-redis-down");
+  EXPECT_EQ(StateOf(stubs_[2].get(), "local/while-redis-down"),
+            v1::STATE_UNSPECIFIED)
+      << "not propagated (no Redis), not created elsewhere";
+  absl::SleepFor(absl::Milliseconds(500));
+
+  ASSERT_TRUE(redis_->Start(redis_->port()));
+  for (auto& p : sidecars_) {
+    BreakerdProcess* proc = p.get();
+    EXPECT_TRUE(WaitUntil([proc] { return FleetConnected(proc) == 1; }))
+        << proc->Log();
+  }
+  stop.store(true);
+  for (std::thread& t : load) t.join();
+  EXPECT_EQ(failed.load(), 0) << "of " << calls.load() << " Acquires";
+  EXPECT_GT(calls.load(), 100);
+  for (auto& p : sidecars_) {
+    EXPECT_EQ(p->CountInLog("\"event\":\"fleet_disconnected\""), 1)
+        << "logged once per change";
+  }
+  // After the rejoin, the fleet works again.
+  Trip(0, "long/after-rejoin");
+  EXPECT_TRUE(WaitUntil([&] {
+    return StateOf(stubs_[2].get(), "long/after-rejoin") == v1::STATE_OPEN;
+  }));
+}
+
+// --- restart safety (no Redis needed, but harmless) ------------------------
+
+TEST(StateFileE2eTest, RestartedSidecarComesBackOpenWithItsEscalation) {
+  BreakerdProcess scratch;
+  const std::string state = scratch.dir() + "/state";
+  const std::string dep = "restart/dep";
+  {
+    BreakerdProcess proc;
+    ASSERT_TRUE(proc.Start({"--config=" + proc.WriteFile("c.yaml", kConfig),
+                            "--state-file=" + state}));
+    auto stub = proc.BreakerStub();
+    for (int n = 0; n < 5; ++n) {
+      Acquired a = Acquire(stub.get(), dep);
+      Report(stub.get(), dep, a.response.permit(), v1::OUTCOME_TIMEOUT);
+    }
+    // The 1 s cooldown ends; the probe fails: open again, escalation 1.
+    uint64_t probe = 0;
+    ASSERT_TRUE(WaitUntil([&] {
+      Acquired a = Acquire(stub.get(), dep);
+      probe = a.response.permit();
+      return a.response.probe();
+    }));
+    Report(stub.get(), dep, probe, v1::OUTCOME_SERVER_ERROR);
+    std::optional<v1::BreakerStatus> s = GetState(stub.get(), dep);
+    ASSERT_EQ(s->state(), v1::STATE_OPEN);
+    ASSERT_EQ(s->escalation_level(), 1u);
+    ASSERT_TRUE(proc.Signal(SIGTERM));
+    ASSERT_EQ(proc.WaitExit(kWait), 0);
+    EXPECT_EQ(proc.CountInLog("\"event\":\"state_saved\""), 1);
+  }
+  BreakerdProcess again;
+  ASSERT_TRUE(again.Start({"--config=" + again.WriteFile("c.yaml", kConfig),
+                           "--state-file=" + state}));
+  auto stub = again.BreakerStub();
+  std::optional<v1::BreakerStatus> s = GetState(stub.get(), dep);
+  ASSERT_TRUE(s.has_value()) << again.Log();
+  EXPECT_EQ(s->escalation_level(), 1u);
+  EXPECT_TRUE(s->state() == v1::STATE_OPEN ||
+              s->state() == v1::STATE_HALF_OPEN);
+  EXPECT_EQ(again.CountInLog("\"event\":\"state_restored\""), 1);
+  // A failed probe now doubles from the saved level: 1 s * 2^2 = 4 s (max).
+  uint64_t probe = 0;
+  ASSERT_TRUE(WaitUntil([&] {
+    Acquired a = Acquire(stub.get(), dep);
+    probe = a.response.permit();
+    return a.response.probe();
+  }));
+  Report(stub.get(), dep, probe, v1::OUTCOME_SERVER_ERROR);
+  s = GetState(stub.get(), dep);
+  EXPECT_EQ(s->escalation_level(), 2u);
+  EXPECT_GT(s->retry_after().seconds(), 2);
+}
+
+TEST(StateFileE2eTest, CorruptStateFileIsLoggedAndSkipped) {
+  BreakerdProcess proc;
+  const std::string state =
+      proc.WriteFile("state", "breakerd-state 1\nrestart/dep opne 0 0\n");
+  ASSERT_TRUE(proc.Start({"--state-file=" + state}));
+  EXPECT_EQ(proc.CountInLog("\"event\":\"state_file_skipped\""), 1);
+  EXPECT_GE(proc.CountInLog("line 2"), 1) << proc.Log();
+  auto stub = proc.BreakerStub();
+  EXPECT_TRUE(Acquire(stub.get(), "restart/dep").response.allowed());
+}
+
+}  // namespace
+}  // namespace breakerd
