@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -128,39 +129,29 @@ void RedisStore::Disconnect() {
   if (cmd_ != nullptr) redisFree(cmd_);
   if (sub_ != nullptr) redisFree(sub_);
   cmd_ = sub_ = nullptr;
+  for (auto& [address, c] : nodes_) redisFree(c);
+  nodes_.clear();
+  routes_.clear();
+  cluster_ = false;
 }
 
-absl::StatusOr<redisContext*> RedisStore::Open(bool select_db) {
-  redisContext* c = redisConnectWithTimeout(
-      options_.host.c_str(), options_.port, absl::ToTimeval(options_.timeout));
+absl::StatusOr<redisContext*> RedisStore::Open(const std::string& host,
+                                               int port, bool select_db) {
+  redisContext* c = redisConnectWithTimeout(host.c_str(), port,
+                                            absl::ToTimeval(options_.timeout));
   if (c == nullptr || c->err != 0) {
     absl::Status s = absl::UnavailableError(
-        absl::StrCat(ContextError(c, "connect"), " (", options_.host, ":",
-                     options_.port, ")"));
+        absl::StrCat(ContextError(c, "connect"), " (", host, ":", port, ")"));
     if (c != nullptr) redisFree(c);
     return s;
   }
   redisSetTimeout(c, absl::ToTimeval(options_.timeout));
-  auto run = [&](std::vector<std::string> argv) -> absl::Status {
-    std::vector<const char*> ptrs;
-    std::vector<size_t> lens;
-    for (const std::string& a : argv) {
-      ptrs.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(
-        c, static_cast<int>(argv.size()), ptrs.data(), lens.data())));
-    if (r == nullptr) return absl::UnavailableError(ContextError(c, argv[0]));
-    if (r->type == REDIS_REPLY_ERROR) {
-      return absl::UnavailableError(
-          absl::StrCat("redis ", argv[0], ": ", std::string(r->str, r->len)));
-    }
-    return absl::OkStatus();
-  };
   absl::Status s;
-  if (!options_.password.empty()) s = run({"AUTH", options_.password});
+  if (!options_.password.empty()) {
+    s = Send(c, {"AUTH", options_.password}).status();
+  }
   if (s.ok() && select_db && options_.db != 0) {
-    s = run({"SELECT", absl::StrCat(options_.db)});
+    s = Send(c, {"SELECT", absl::StrCat(options_.db)}).status();
   }
   if (!s.ok()) {
     redisFree(c);
@@ -169,30 +160,8 @@ absl::StatusOr<redisContext*> RedisStore::Open(bool select_db) {
   return c;
 }
 
-absl::Status RedisStore::Connect() {
-  Disconnect();
-  absl::StatusOr<redisContext*> cmd = Open(/*select_db=*/true);
-  if (!cmd.ok()) return cmd.status();
-  cmd_ = *cmd;
-  absl::StatusOr<redisContext*> sub = Open(/*select_db=*/false);
-  if (!sub.ok()) {
-    Disconnect();
-    return sub.status();
-  }
-  sub_ = *sub;
-  ReplyPtr r(static_cast<redisReply*>(
-      redisCommand(sub_, "SUBSCRIBE %b", channel_.data(), channel_.size())));
-  if (r == nullptr) {
-    absl::Status s = absl::UnavailableError(ContextError(sub_, "SUBSCRIBE"));
-    Disconnect();
-    return s;
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Command(
-    const std::vector<std::string>& argv) {
-  if (cmd_ == nullptr) return absl::UnavailableError("redis: not connected");
+absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Send(
+    redisContext* c, const std::vector<std::string>& argv) {
   std::vector<const char*> ptrs;
   std::vector<size_t> lens;
   ptrs.reserve(argv.size());
@@ -202,11 +171,114 @@ absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Command(
     lens.push_back(a.size());
   }
   ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(
-      cmd_, static_cast<int>(argv.size()), ptrs.data(), lens.data())));
-  if (r == nullptr) return absl::UnavailableError(ContextError(cmd_, argv[0]));
+      c, static_cast<int>(argv.size()), ptrs.data(), lens.data())));
+  if (r == nullptr) return absl::UnavailableError(ContextError(c, argv[0]));
   if (r->type == REDIS_REPLY_ERROR) {
+    const absl::string_view error(r->str, r->len);
+    if (absl::StartsWith(error, "MOVED ")) return r;  // the caller follows it
+    return absl::UnavailableError(absl::StrCat("redis ", argv[0], ": ", error));
+  }
+  return r;
+}
+
+absl::Status RedisStore::Connect() {
+  Disconnect();
+  absl::StatusOr<redisContext*> cmd =
+      Open(options_.host, options_.port, /*select_db=*/false);
+  if (!cmd.ok()) return cmd.status();
+  cmd_ = *cmd;
+  // A replica would refuse every write: not a fleet store.
+  absl::StatusOr<ReplyPtr> role = Send(cmd_, {"ROLE"});
+  if (!role.ok()) {
+    Disconnect();
+    return role.status();
+  }
+  redisReply* r = role->get();
+  if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+      r->element[0]->type == REDIS_REPLY_STRING &&
+      absl::string_view(r->element[0]->str, r->element[0]->len) != "master") {
+    Disconnect();
+    return absl::FailedPreconditionError(
+        absl::StrCat("redis at ", options_.host, ":", options_.port, " is a ",
+                     absl::string_view(r->element[0]->str, r->element[0]->len),
+                     ", not a primary: point --redis at the primary"));
+  }
+  absl::StatusOr<ReplyPtr> info = Send(cmd_, {"INFO", "cluster"});
+  if (!info.ok()) {
+    Disconnect();
+    return info.status();
+  }
+  cluster_ = (*info)->type == REDIS_REPLY_STRING &&
+             absl::StrContains(absl::string_view((*info)->str, (*info)->len),
+                               "cluster_enabled:1");
+  if (options_.db != 0) {
+    if (cluster_) {
+      Disconnect();
+      return absl::InvalidArgumentError(
+          "redis-db: Redis Cluster has database 0 only");
+    }
+    if (absl::Status s =
+            Send(cmd_, {"SELECT", absl::StrCat(options_.db)}).status();
+        !s.ok()) {
+      Disconnect();
+      return s;
+    }
+  }
+  absl::StatusOr<redisContext*> sub =
+      Open(options_.host, options_.port, /*select_db=*/false);
+  if (!sub.ok()) {
+    Disconnect();
+    return sub.status();
+  }
+  sub_ = *sub;
+  // Pub/sub is cluster-wide: one subscription hears every node's PUBLISH.
+  ReplyPtr reply(static_cast<redisReply*>(
+      redisCommand(sub_, "SUBSCRIBE %b", channel_.data(), channel_.size())));
+  if (reply == nullptr) {
+    absl::Status s = absl::UnavailableError(ContextError(sub_, "SUBSCRIBE"));
+    Disconnect();
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<redisContext*> RedisStore::Node(const std::string& address) {
+  if (address.empty()) return cmd_;
+  auto it = nodes_.find(address);
+  if (it != nodes_.end()) return it->second;
+  RedisOptions parsed;
+  if (absl::Status s = ParseRedisAddress(address, &parsed); !s.ok()) return s;
+  absl::StatusOr<redisContext*> c =
+      Open(parsed.host, parsed.port, /*select_db=*/false);
+  if (!c.ok()) return c.status();
+  nodes_[address] = *c;
+  return *c;
+}
+
+absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Command(
+    const std::vector<std::string>& argv, absl::string_view dependency) {
+  if (cmd_ == nullptr) return absl::UnavailableError("redis: not connected");
+  auto route = routes_.find(dependency);
+  absl::StatusOr<redisContext*> c =
+      Node(route == routes_.end() ? std::string() : route->second);
+  if (!c.ok()) return c.status();
+  absl::StatusOr<ReplyPtr> r = Send(*c, argv);
+  if (!r.ok() || (*r)->type != REDIS_REPLY_ERROR) return r;
+  // MOVED <slot> <host>:<port>: the key's slot lives on another node
+  // (Redis Cluster). Follow once, and remember it for this dependency.
+  std::vector<std::string> moved =
+      absl::StrSplit(absl::string_view((*r)->str, (*r)->len), ' ');
+  if (moved.size() != 3) {
     return absl::UnavailableError(
-        absl::StrCat("redis ", argv[0], ": ", std::string(r->str, r->len)));
+        absl::StrCat("redis ", argv[0], ": malformed redirect"));
+  }
+  c = Node(moved[2]);
+  if (!c.ok()) return c.status();
+  if (!dependency.empty()) routes_[dependency] = moved[2];
+  r = Send(*c, argv);
+  if (r.ok() && (*r)->type == REDIS_REPLY_ERROR) {
+    return absl::UnavailableError(absl::StrCat(
+        "redis ", argv[0], ": ", absl::string_view((*r)->str, (*r)->len)));
   }
   return r;
 }
@@ -221,7 +293,8 @@ absl::StatusOr<uint64_t> RedisStore::Publish(const FleetMessage& m,
   absl::StatusOr<ReplyPtr> r = Command(
       {"EVAL", kPublishScript, "2", Key(m.dependency, "version"),
        Key(m.dependency, "state"), FormatFleetBody(m), channel_,
-       absl::StrCat(std::max<int64_t>(0, absl::ToInt64Milliseconds(ttl)))});
+       absl::StrCat(std::max<int64_t>(0, absl::ToInt64Milliseconds(ttl)))},
+      m.dependency);
   if (!r.ok()) return r.status();
   if ((*r)->type != REDIS_REPLY_INTEGER || (*r)->integer <= 0) {
     return absl::InternalError("redis EVAL publish: unexpected reply");
@@ -234,7 +307,8 @@ absl::StatusOr<ClaimAnswer> RedisStore::ClaimProbe(absl::string_view dependency,
                                                    absl::Duration lease) {
   absl::StatusOr<ReplyPtr> r = Command(
       {"EVAL", kClaimScript, "1", Key(dependency, "probe"), std::string(owner),
-       absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(lease)))});
+       absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(lease)))},
+      dependency);
   if (!r.ok()) return r.status();
   if ((*r)->type != REDIS_REPLY_INTEGER) {
     return absl::InternalError("redis EVAL claim: unexpected reply");
@@ -249,34 +323,66 @@ absl::StatusOr<ClaimAnswer> RedisStore::ClaimProbe(absl::string_view dependency,
 absl::Status RedisStore::ReleaseProbe(absl::string_view dependency,
                                       absl::string_view owner) {
   return Command({"EVAL", kReleaseScript, "1", Key(dependency, "probe"),
-                  std::string(owner)})
+                  std::string(owner)},
+                 dependency)
       .status();
+}
+
+absl::StatusOr<std::vector<std::string>> RedisStore::Primaries() {
+  if (!cluster_) return std::vector<std::string>{""};
+  absl::StatusOr<ReplyPtr> r = Send(cmd_, {"CLUSTER", "NODES"});
+  if (!r.ok()) return r.status();
+  if ((*r)->type != REDIS_REPLY_STRING) {
+    return absl::InternalError("redis CLUSTER NODES: unexpected reply");
+  }
+  // "<id> <host:port@cport> <flags> ...", one node per line.
+  std::vector<std::string> out;
+  for (absl::string_view line : absl::StrSplit(
+           absl::string_view((*r)->str, (*r)->len), '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    if (f.size() < 3 || !absl::StrContains(f[2], "master") ||
+        absl::StrContains(f[2], "fail")) {
+      continue;
+    }
+    absl::string_view address = f[1].substr(0, f[1].find('@'));
+    out.push_back(absl::StrContains(f[2], "myself") ? std::string()
+                                                    : std::string(address));
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<FleetMessage>> RedisStore::ReadStates() {
   std::vector<FleetMessage> out;
-  std::string cursor = "0";
   const std::string pattern = absl::StrCat(options_.key_prefix, "{*}:state");
-  do {
-    absl::StatusOr<ReplyPtr> r =
-        Command({"SCAN", cursor, "MATCH", pattern, "COUNT", "500"});
-    if (!r.ok()) return r.status();
-    redisReply* reply = r->get();
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
-      return absl::InternalError("redis SCAN: unexpected reply");
-    }
-    cursor = std::string(reply->element[0]->str, reply->element[0]->len);
-    redisReply* keys = reply->element[1];
-    for (size_t i = 0; i < keys->elements; ++i) {
-      absl::StatusOr<ReplyPtr> value = Command(
-          {"GET", std::string(keys->element[i]->str, keys->element[i]->len)});
-      if (!value.ok()) return value.status();
-      if ((*value)->type != REDIS_REPLY_STRING) continue;  // expired since
-      absl::StatusOr<FleetMessage> m =
-          ParseFleetMessage(absl::string_view((*value)->str, (*value)->len));
-      if (m.ok()) out.push_back(*std::move(m));
-    }
-  } while (cursor != "0");
+  absl::StatusOr<std::vector<std::string>> primaries = Primaries();
+  if (!primaries.ok()) return primaries.status();
+  // SCAN walks one node's keys: on a cluster, every primary's.
+  for (const std::string& node : *primaries) {
+    absl::StatusOr<redisContext*> c = Node(node);
+    if (!c.ok()) return c.status();
+    std::string cursor = "0";
+    do {
+      absl::StatusOr<ReplyPtr> r =
+          Send(*c, {"SCAN", cursor, "MATCH", pattern, "COUNT", "500"});
+      if (!r.ok()) return r.status();
+      redisReply* reply = r->get();
+      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
+        return absl::InternalError("redis SCAN: unexpected reply");
+      }
+      cursor = std::string(reply->element[0]->str, reply->element[0]->len);
+      redisReply* keys = reply->element[1];
+      for (size_t i = 0; i < keys->elements; ++i) {
+        absl::StatusOr<ReplyPtr> value = Send(
+            *c,
+            {"GET", std::string(keys->element[i]->str, keys->element[i]->len)});
+        if (!value.ok()) return value.status();
+        if ((*value)->type != REDIS_REPLY_STRING) continue;  // gone since
+        absl::StatusOr<FleetMessage> m =
+            ParseFleetMessage(absl::string_view((*value)->str, (*value)->len));
+        if (m.ok()) out.push_back(*std::move(m));
+      }
+    } while (cursor != "0");
+  }
   return out;
 }
 

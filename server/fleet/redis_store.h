@@ -1,6 +1,11 @@
 // FleetStore on Redis, through hiredis: two connections (commands, and one
 // subscribed to the fleet's channel), every call bounded by a short timeout.
 //
+// Works with a single Redis (or the primary of a replicated one; a replica
+// is refused at connect) and with Redis Cluster: every command for a
+// dependency's keys follows MOVED to the node holding the slot, and the
+// stored states are read from every primary. Pub/sub is cluster-wide.
+//
 // Keys, all hash-tagged with the dependency so that each script touches one
 // slot (Redis Cluster's rule):
 //   <prefix>{<dependency>}:version   INCR per published state
@@ -15,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -72,15 +78,28 @@ class RedisStore final : public FleetStore {
   void Wake() override;
 
  private:
-  // Connects one context (TCP, timeouts, AUTH, SELECT).
-  absl::StatusOr<redisContext*> Open(bool select_db);
-  // One command on the command connection; the reply is freed by the
-  // caller through ReplyPtr.
   struct ReplyDeleter {
     void operator()(redisReply* r) const;
   };
   using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
-  absl::StatusOr<ReplyPtr> Command(const std::vector<std::string>& argv);
+
+  // Connects one context (TCP, timeouts, AUTH, optionally SELECT).
+  absl::StatusOr<redisContext*> Open(const std::string& host, int port,
+                                     bool select_db);
+  // One command on `c`. An error reply is an error, except MOVED, which is
+  // returned for the caller to follow.
+  absl::StatusOr<ReplyPtr> Send(redisContext* c,
+                                const std::vector<std::string>& argv);
+  // One command for `dependency`'s keys: on the node known to hold them
+  // (the first node until told otherwise), following one MOVED redirect.
+  absl::StatusOr<ReplyPtr> Command(const std::vector<std::string>& argv,
+                                   absl::string_view dependency = "");
+  // The context for a cluster node's "host:port" (empty: the first node),
+  // connected on first use.
+  absl::StatusOr<redisContext*> Node(const std::string& address);
+  // Cluster: every primary's address ("" for the first node); otherwise
+  // just the first node.
+  absl::StatusOr<std::vector<std::string>> Primaries();
   std::string Key(absl::string_view dependency, absl::string_view suffix) const;
   // Appends the parsed message of a pub/sub reply to *out.
   void TakeMessage(redisReply* reply, std::vector<FleetMessage>* out);
@@ -89,6 +108,12 @@ class RedisStore final : public FleetStore {
   const std::string channel_;
   redisContext* cmd_ = nullptr;
   redisContext* sub_ = nullptr;
+  // Redis Cluster: the first node runs in cluster mode.
+  bool cluster_ = false;
+  // Cluster: the other nodes' connections, by "host:port", and which node
+  // holds each dependency's slot (learnt from MOVED).
+  absl::flat_hash_map<std::string, redisContext*> nodes_;
+  absl::flat_hash_map<std::string, std::string> routes_;
   // eventfd written by Wake(), polled by Receive().
   int wake_fd_ = -1;
 };

@@ -10,13 +10,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -40,10 +43,12 @@ bool WaitUntil(const std::function<bool()>& done,
   return done();
 }
 
-int FreePort() {
+// A free loopback port (`port` 0: any; else that one if free), -1 if none.
+int FreePort(int port = 0) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
@@ -61,13 +66,24 @@ class RedisServer {
   explicit RedisServer(std::string dir) : dir_(std::move(dir)) {}
   ~RedisServer() { Kill(); }
 
-  ::testing::AssertionResult Start(int port = 0) {
+  ::testing::AssertionResult Start(int port = 0,
+                                   std::vector<std::string> extra = {}) {
     if (port == 0) port = FreePort();
     port_ = port;
-    const int rc = SpawnLogged(
-        {"/usr/bin/redis-server", "--port", std::to_string(port_), "--bind",
-         "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir_},
-        dir_ + "/redis.log", &pid_);
+    std::vector<std::string> args = {"/usr/bin/redis-server",
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--dir",
+                                     dir_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const int rc =
+        SpawnLogged(args, absl::StrCat(dir_, "/redis-", port_, ".log"), &pid_);
     if (rc != 0) return ::testing::AssertionFailure() << "spawn redis-server";
     if (!WaitUntil([&] { return Ping(); })) {
       return ::testing::AssertionFailure() << "redis-server did not answer";
@@ -378,6 +394,95 @@ TEST_F(FleetTest, RedisDiesUnderLoadSidecarsBreakLocallyThenRejoin) {
   EXPECT_TRUE(WaitUntil([&] {
     return StateOf(stubs_[2].get(), "long/after-rejoin") == v1::STATE_OPEN;
   }));
+}
+
+// A port for a Redis Cluster node: its bus port (port + 10000) must be a
+// valid free port too.
+int ClusterPort() {
+  for (int tries = 0; tries < 100; ++tries) {
+    const int port = FreePort();
+    if (port > 0 && port + 10000 <= 65535 && FreePort(port + 10000) > 0) {
+      return port;
+    }
+  }
+  return -1;
+}
+
+// Runs `args` to completion; true if it exited 0.
+bool RunTool(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid;
+  if (SpawnLogged(args, log, &pid) != 0) return false;
+  int status = 0;
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
+TEST_F(FleetTest, ClusterOfThreePrimaries) {
+  // Three cluster-mode nodes (the fixture's single Redis is not used).
+  std::vector<std::unique_ptr<RedisServer>> nodes;
+  std::vector<std::string> create = {"/usr/bin/redis-cli", "--cluster",
+                                     "create"};
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(std::make_unique<RedisServer>(scratch_.dir()));
+    const int port = ClusterPort();
+    ASSERT_TRUE(nodes.back()->Start(
+        port, {"--cluster-enabled", "yes", "--cluster-config-file",
+               absl::StrCat(scratch_.dir(), "/nodes-", port, ".conf")}));
+    create.push_back(nodes.back()->address());
+  }
+  create.insert(create.end(), {"--cluster-replicas", "0", "--cluster-yes"});
+  const std::string log = scratch_.dir() + "/cluster-create.log";
+  ASSERT_TRUE(RunTool(create, log));
+  const std::string info = scratch_.dir() + "/cluster-info.log";
+  ASSERT_TRUE(WaitUntil([&] {
+    if (!RunTool({"/usr/bin/redis-cli", "-p", std::to_string(nodes[0]->port()),
+                  "cluster", "info"},
+                 info)) {
+      return false;
+    }
+    std::ifstream in(info);
+    std::stringstream text;
+    text << in.rdbuf();
+    return absl::StrContains(text.str(), "cluster_state:ok");
+  }));
+
+  // Two sidecars, each seeded with a different node.
+  redis_ = std::move(nodes[0]);
+  StartSidecar();
+  auto second = std::move(nodes[1]);
+  std::swap(redis_, second);
+  StartSidecar();
+  std::swap(redis_, second);
+  // Ten dependencies land on all three primaries' slots; each opened on
+  // sidecar 0 opens on sidecar 1.
+  for (int d = 0; d < 10; ++d) Trip(0, absl::StrCat("long/cluster-", d));
+  for (int d = 0; d < 10; ++d) {
+    const std::string dep = absl::StrCat("long/cluster-", d);
+    EXPECT_TRUE(WaitUntil([&] {
+      return StateOf(stubs_[1].get(), dep) == v1::STATE_OPEN;
+    })) << dep;
+  }
+  // A sidecar joining now reads all ten from every primary.
+  StartSidecar();
+  for (int d = 0; d < 10; ++d) {
+    const std::string dep = absl::StrCat("long/cluster-", d);
+    EXPECT_TRUE(WaitUntil([&] {
+      return StateOf(stubs_[2].get(), dep) == v1::STATE_OPEN;
+    })) << dep;
+  }
+}
+
+TEST_F(FleetTest, AReplicaIsRefusedAsTheFleetStore) {
+  RedisServer replica(scratch_.dir());
+  ASSERT_TRUE(replica.Start(
+      0, {"--replicaof", "127.0.0.1", std::to_string(redis_->port())}));
+  auto proc = std::make_unique<BreakerdProcess>();
+  ASSERT_TRUE(proc->Start({"--redis=" + replica.address()}));
+  ASSERT_TRUE(proc->WaitForLog("not a primary", kWait)) << proc->Log();
+  EXPECT_EQ(FleetConnected(proc.get()), 0);
+  // Still a working breaker, on its own.
+  auto stub = proc->BreakerStub();
+  EXPECT_TRUE(Acquire(stub.get(), "replica/dep").response.allowed());
 }
 
 // --- restart safety (no Redis needed, but harmless) ------------------------
