@@ -210,9 +210,10 @@ def main():
         w("## Fleet mode (bench/fleet/run.sh)\n")
         w("Two sidecars on one Redis. Propagation: from the Report that opens "
           "a breaker on A to B's Watch stream announcing it open. Then "
-          "Acquire on A against the gRPC floor with Redis up, hung (SIGSTOP: "
-          "every Redis call times out after 50 ms on the fleet thread) and "
-          "dead (killed). One run, same machine.\n")
+          "Acquire on A against the gRPC floor with Redis up, slow (a DEBUG "
+          "SLEEP 0.02 loop: commands wait up to 20 ms), hung (SIGSTOP: every "
+          "Redis call times out after 50 ms on the fleet thread) and dead "
+          "(killed). One run, same machine.\n")
         w("```")
         w(open(fleet).read().rstrip())
         w("```\n")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fleet mode, measured (not tested): the propagation delay between two
 # sidecars on one Redis, and Acquire's latency against the gRPC floor while
-# Redis is up, hung (SIGSTOP: every Redis call times out) and dead (killed).
+# Redis is up, slow (commands wait up to 20 ms), hung (SIGSTOP: every Redis
+# call times out) and dead (killed).
 #
 #   bench/fleet/run.sh [--smoke] OUTDIR [BUILD_DIR]
 #
@@ -32,7 +33,7 @@ trap cleanup EXIT
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-  --dir "$tmp" >"$tmp/redis.log" 2>&1 &
+  --enable-debug-command local --dir "$tmp" >"$tmp/redis.log" 2>&1 &
 redis_pid=$!
 pids+=("$redis_pid")
 for _ in $(seq 100); do
@@ -68,9 +69,15 @@ a_pid=${pids[1]}
   echo
   "$build/fleet_propagation" --a="$a" --b="$b" --rounds="$rounds"
   echo
-  for condition in up hung dead; do
+  for condition in up slow hung dead; do
     case $condition in
-      hung) kill -STOP "$redis_pid" ;;
+      slow)
+        # Redis answers, but each command may wait up to 20 ms behind a
+        # DEBUG SLEEP (within the 50 ms timeout): the fleet stays connected.
+        (while redis-cli -p "$port" debug sleep 0.02 >/dev/null 2>&1; do :; done) &
+        slow_pid=$!
+        pids+=("$slow_pid") ;;
+      hung) kill "$slow_pid" 2>/dev/null || true; kill -STOP "$redis_pid" ;;
       dead) kill -CONT "$redis_pid"; sleep 1; kill -KILL "$redis_pid" ;;
     esac
     # Let the fleet thread notice (50 ms timeouts, 500 ms pings).
