@@ -183,6 +183,13 @@ def check_sidecar(docs, label, native):
                   f"ConfigMap {cm_name} has the key {key}")
             check(cm_name == "breakerd-config",
                   "ConfigMap name has no hash suffix (reloads in place)")
+    state_dir = os.path.dirname(flags.get("state-file", "/nonexistent/x"))
+    state_mounts = [m for m in mounts
+                    if "emptyDir" in volumes.get(m["name"], {})
+                    and m["mountPath"] == state_dir]
+    check(len(state_mounts) == 1 and not state_mounts[0].get("readOnly"),
+          f"--state-file ({flags.get('state-file')}) lies on a writable "
+          f"emptyDir mount (survives container restarts)")
     secret_mounts = [m for m in mounts
                      if "secret" in volumes.get(m["name"], {})]
     check(len(secret_mounts) == 1, "one Secret volume mounted")
