@@ -9,6 +9,7 @@
 // list, with underscores.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -68,6 +69,18 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM/SIGINT: how long in-flight calls may finish before "
           "they are cancelled. Watch streams end at once.");
 
+ABSL_FLAG(int, max_message_bytes, 64 << 10,
+          "Largest gRPC request accepted, in bytes; a bigger one is refused "
+          "with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_watch_streams, 1024,
+          "Most concurrent Watch streams; one more is refused with "
+          "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, watch_queue, 1024,
+          "Most transitions queued for one Watch stream whose client reads "
+          "too slowly; past it the stream ends with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, unix_socket_mode, "0660",
+          "Permission bits (octal) of unix-socket listeners: who may call "
+          "breakerd through the socket (owner and group by default).");
 ABSL_FLAG(std::string, state_file, "",
           "On shutdown, write every breaker that is not plain closed (open "
           "with its cooldown end and escalation, forced overrides) to this "
@@ -121,6 +134,10 @@ constexpr FlagDoc kFlagDocs[] = {
     {"shutdown_grace", "DURATION"},
     {"trace_file", "PATH"},
     {"trace_max_bytes", "BYTES"},
+    {"max_message_bytes", "BYTES"},
+    {"max_watch_streams", "N"},
+    {"watch_queue", "N"},
+    {"unix_socket_mode", "OCTAL"},
     {"state_file", "PATH"},
     {"state_stale_after", "DURATION"},
     {"redis", "HOST:PORT"},
@@ -274,6 +291,31 @@ int main(int argc, char** argv) {
   options.trace_file = absl::GetFlag(FLAGS_trace_file);
   options.trace_max_bytes = absl::GetFlag(FLAGS_trace_max_bytes);
   options.version = BREAKERD_VERSION;
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.max_watch_streams = absl::GetFlag(FLAGS_max_watch_streams);
+  options.watch_queue = absl::GetFlag(FLAGS_watch_queue);
+  const std::pair<const char*, int> limits[] = {
+      {"max-message-bytes", options.max_message_bytes},
+      {"max-watch-streams", options.max_watch_streams},
+      {"watch-queue", options.watch_queue},
+  };
+  for (const auto& [name, value] : limits) {
+    if (value < 1) {
+      return ConfigError(
+          absl::StrCat(name, ": must be at least 1 (got ", value, ")"));
+    }
+  }
+  {
+    const std::string mode = absl::GetFlag(FLAGS_unix_socket_mode);
+    char* end = nullptr;
+    const unsigned long bits = std::strtoul(mode.c_str(), &end, 8);
+    if (mode.empty() || end == nullptr || *end != '\0' || bits > 0777) {
+      return ConfigError(absl::StrCat(
+          "unix-socket-mode: want octal permission bits 000..777 (got \"", mode,
+          "\")"));
+    }
+    options.unix_socket_mode = static_cast<uint32_t>(bits);
+  }
   options.state_file = absl::GetFlag(FLAGS_state_file);
   options.state_stale_after = absl::GetFlag(FLAGS_state_stale_after);
   options.redis = absl::GetFlag(FLAGS_redis);

@@ -26,6 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -526,7 +527,9 @@ int ServerRunner::LoadConfig() {
 
   transition_logger_ = std::make_unique<TransitionLogger>();
   registry_ = std::make_unique<Registry>(policies, MonotonicClock::Get());
-  watch_hub_ = std::make_unique<WatchHub>(registry_.get());
+  watch_hub_ = std::make_unique<WatchHub>(
+      registry_.get(), static_cast<size_t>(options_.max_watch_streams),
+      static_cast<size_t>(options_.watch_queue));
   registry_->AddObserver(transition_logger_.get());
   registry_->AddObserver(watch_hub_.get());
   if (!options_.config_path.empty()) {
@@ -666,6 +669,7 @@ int ServerRunner::StartGrpc() {
   grpc::ServerBuilder builder;
   // A second breakerd on the same port must fail, not share the port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   for (Listener& l : listeners_) {
     builder.AddListeningPort(l.address, grpc::InsecureServerCredentials(),
                              &l.selected_port);
@@ -685,6 +689,19 @@ int ServerRunner::StartGrpc() {
                                    : absl::StrJoin(failed, ","),
                                ": ", ListenFailureCause(TakeDiagnostics())));
     return kExitRuntimeError;
+  }
+  for (const Listener& l : listeners_) {
+    if (!l.unix_socket || !absl::StartsWith(l.address, "unix:")) continue;
+    absl::string_view path = l.address;
+    absl::ConsumePrefix(&path, "unix:");
+    if (absl::StartsWith(path, "//")) path.remove_prefix(2);
+    if (chmod(std::string(path).c_str(), options_.unix_socket_mode) != 0) {
+      StartupFailed(
+          absl::StrCat("listen ", l.address, ": chmod ",
+                       absl::StrFormat("%04o", options_.unix_socket_mode), ": ",
+                       ErrnoText(errno)));
+      return kExitRuntimeError;
+    }
   }
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   if (health != nullptr) {

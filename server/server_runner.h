@@ -89,6 +89,17 @@ struct ServerOptions {
   // Open entries of the state file whose cooldown ended longer ago than
   // this are skipped.
   absl::Duration state_stale_after = absl::Minutes(10);
+  // Largest request message accepted, in bytes (a bigger one is refused
+  // with RESOURCE_EXHAUSTED naming the limit). The largest legitimate
+  // request (a Watch naming 64 dependencies of 200 bytes) is ~13 KiB.
+  int max_message_bytes = 64 << 10;
+  // Most concurrent Watch streams, and most transitions queued for one
+  // stream before it is ended as too slow (RESOURCE_EXHAUSTED).
+  int max_watch_streams = 1024;
+  int watch_queue = 1024;
+  // Permission bits given to unix-socket listeners once bound: owner and
+  // group may connect (the application's container shares the group).
+  uint32_t unix_socket_mode = 0660;
   // Fleet mode: "host:port" of the Redis shared by the fleet; empty: off.
   std::string redis;
   // File holding the Redis password (trimmed); empty: no AUTH.
