@@ -287,6 +287,15 @@ int SpawnLogged(std::vector<std::string> args, const std::string& log_path,
   return rc;
 }
 
+bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return done();
+}
+
 std::string BearerToken(absl::string_view token) {
   return absl::StrCat("Bearer ", token);
 }

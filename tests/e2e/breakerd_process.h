@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -64,6 +65,11 @@ struct HttpResponse {
 // Connection: close), bounded by `timeout`.
 HttpResponse HttpGet(int port, absl::string_view path,
                      absl::Duration timeout = absl::Seconds(5));
+
+// Polls `done` every 5 ms until it returns true or `timeout` passes; returns
+// its last answer. For conditions with no event to wait on.
+bool WaitUntil(const std::function<bool()>& done,
+               absl::Duration timeout = absl::Seconds(10));
 
 // Metadata value for Admin calls: "Bearer <token>".
 std::string BearerToken(absl::string_view token);

@@ -33,16 +33,6 @@ namespace {
 
 constexpr absl::Duration kWait = absl::Seconds(10);
 
-bool WaitUntil(const std::function<bool()>& done,
-               absl::Duration timeout = kWait) {
-  const absl::Time end = absl::Now() + timeout;
-  while (absl::Now() < end) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return done();
-}
-
 // A free loopback port (`port` 0: any; else that one if free), -1 if none.
 int FreePort(int port = 0) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);

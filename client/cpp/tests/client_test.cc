@@ -42,17 +42,6 @@ policies:
     cooldown: { base: 1s, max: 2s, jitter: 0 }
 )";
 
-// Polls `done` every 10 ms for at most `timeout`.
-bool WaitUntil(const std::function<bool()>& done,
-               absl::Duration timeout = kWait) {
-  const absl::Time end = absl::Now() + timeout;
-  while (absl::Now() < end) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return done();
-}
-
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override { StartBreakerd(&proc_); }
