@@ -4,10 +4,13 @@
 //
 //   breakerd_client_example [TARGET] [fail]
 //
-// TARGET defaults to $BREAKERD_ADDR or 127.0.0.1:50051. With breakerd's
+// TARGET defaults to $BREAKERD_ADDR or 127.0.0.1:50051;
+// $BREAKERD_DECISION_TIMEOUT_MS overrides the 20 ms decision deadline. With
+// breakerd's
 // default policy (5 failures in a row open the breaker), `fail` shows five
 // failed calls and then refusals, without the upstream being called.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "absl/status/status.h"
@@ -18,6 +21,9 @@ namespace bc = breakerd::client;
 int main(int argc, char** argv) {
   bc::ClientOptions options;
   if (argc > 1) options.target = argv[1];
+  if (const char* ms = std::getenv("BREAKERD_DECISION_TIMEOUT_MS")) {
+    options.decision_timeout = absl::Milliseconds(std::atoi(ms));
+  }
   const bool fail = argc > 2 && std::string(argv[2]) == "fail";
   auto client = bc::Client::Create(options);
   if (!client.ok()) {

@@ -416,6 +416,9 @@ TEST_F(ClientTest, WatchReconnectsAfterBreakerdRestarts) {
 
 TEST_F(ClientTest, ExampleRunsAgainstTheSidecar) {
   const std::string log = proc_.dir() + "/example.log";
+  // Counts below assume breakerd answers every decision: on a loaded
+  // machine 20 ms can pass, and a fail-open call would not be counted.
+  setenv("BREAKERD_DECISION_TIMEOUT_MS", "2000", 1);
   pid_t pid;
   ASSERT_EQ(SpawnLogged({BREAKERD_CLIENT_EXAMPLE, proc_.tcp_address(), "fail"},
                         log, &pid),
