@@ -31,6 +31,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "civetweb.h"
+#include "google/protobuf/stubs/logging.h"
 #include "grpc/support/log.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -125,6 +126,30 @@ void GrpcLogToJson(gpr_log_func_args* args) {
            {{"message", args->message != nullptr ? args->message : ""},
             {"file", args->file != nullptr ? args->file : ""},
             {"line", args->line}});
+}
+
+// libprotobuf's log lines (e.g. a request whose string field is not UTF-8:
+// any client can send those at will) go to the JSON log too, at most one a
+// second, with the count of those dropped in between.
+void ProtobufLogToJson(google::protobuf::LogLevel level, const char* file,
+                       int line, const std::string& message) {
+  static std::atomic<int64_t> next_ns{0};
+  static std::atomic<int64_t> dropped{0};
+  const int64_t now = absl::GetCurrentTimeNanos();
+  int64_t next = next_ns.load(std::memory_order_relaxed);
+  if (now < next || !next_ns.compare_exchange_strong(
+                        next, now + 1'000'000'000, std::memory_order_relaxed)) {
+    dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  LogEvent(
+      level >= google::protobuf::LOGLEVEL_ERROR ? LogLevel::kError
+                                                : LogLevel::kWarn,
+      "protobuf_log",
+      {{"message", message},
+       {"file", file != nullptr ? file : ""},
+       {"line", line},
+       {"dropped_before", dropped.exchange(0, std::memory_order_relaxed)}});
 }
 
 // civetweb's log hook: JSON log, and remembered for startup errors.
@@ -441,6 +466,7 @@ void ServerRunner::RequestShutdown() {
 int ServerRunner::Run() {
   g_phase.store(Phase::kStarting, std::memory_order_release);
   gpr_set_log_function(&GrpcLogToJson);
+  google::protobuf::SetLogHandler(&ProtobufLogToJson);
 
   if (int code = ParseAddresses(); code != kExitOk) return code;
   if (int code = LoadAdminToken(); code != kExitOk) return code;

@@ -612,6 +612,16 @@ absl::Status ConfigReloader::Attempt(const absl::StatusOr<std::string>& read,
     last_content_ = *read;
     absl::StatusOr<std::shared_ptr<const PolicySet>> set =
         ParseConfig(*read, path_);
+    if (set.ok() && absl::StripAsciiWhitespace(*read).empty()) {
+      // At start an empty file means "the defaults"; while running it is
+      // far more likely a file caught mid-write (`> file`, O_TRUNC) than a
+      // wish to drop every policy.
+      set = absl::InvalidArgumentError(absl::StrCat(
+          path_,
+          ": the file is empty (truncated while being written?); keeping "
+          "the configuration in force. To go back to the defaults, write "
+          "`defaults: {}`."));
+    }
     if (set.ok()) {
       event.policies = (*set)->policies.size();
       registry_->ApplyPolicies(*std::move(set));

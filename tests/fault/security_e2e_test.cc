@@ -1,0 +1,361 @@
+// Security properties of the real breakerd binary: the API listens on
+// loopback (or a unix socket with mode 0660) unless told otherwise; the
+// admin token and the Redis password never appear in the log, in /metrics
+// or in the health endpoints.
+//
+// Admin refusals themselves (no token, a wrong one, no token file) are
+// covered by e2e_test's AdminRequiresTheConfiguredToken, service_test's
+// Admin* tests and breakerctl_test's
+// AdminWithoutTheRightTokenIsUnauthenticated.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "breakerd/v1/breaker.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/breakerd_process.h"
+#include "tests/fault/fault_util.h"
+
+namespace breakerd {
+namespace fault {
+namespace {
+
+// Distinctive, so that a hit in a log or a body is unambiguous.
+constexpr char kAdminToken[] = "adm1n-T0KEN-never-logged-5e2b";
+constexpr char kRedisPassword[] = "redis-PASS-never-logged-a71c";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+
+// Runs `args` to completion (bounded) with output in `log_path`; returns
+// the exit code, nullopt if it could not run or did not finish.
+std::optional<int> RunToCompletion(const std::vector<std::string>& args,
+                                   const std::string& log_path) {
+  pid_t pid = -1;
+  if (SpawnLogged(args, log_path, &pid) != 0) return std::nullopt;
+  return WaitChild(pid, absl::Seconds(10));
+}
+
+// --- where the API listens ---------------------------------------------------
+
+// The documented default of --listen is loopback.
+TEST(SecurityE2eTest, HelpSaysTheApiListensOnLoopbackByDefault) {
+  char templ[] = "/tmp/bkd-help-XXXXXX";
+  ASSERT_NE(mkdtemp(templ), nullptr);
+  const std::string log_path = std::string(templ) + "/help.txt";
+  std::optional<int> code =
+      RunToCompletion({BREAKERD_BINARY, "--help"}, log_path);
+  const std::string help = ReadFile(log_path);
+  unlink(log_path.c_str());
+  rmdir(templ);
+  ASSERT_EQ(code, 0) << help;
+  const size_t listen = help.find("--listen=");
+  ASSERT_NE(listen, std::string::npos) << help;
+  const size_t default_line = help.find("default:", listen);
+  ASSERT_NE(default_line, std::string::npos) << help;
+  const std::string value =
+      help.substr(default_line, help.find('\n', default_line) - default_line);
+  EXPECT_EQ(value, "default: 127.0.0.1:50051") << help;
+}
+
+// And that is what it binds: started without --listen in a network
+// namespace of its own (so port 50051 is surely free and nothing else on
+// this machine is disturbed), it serves on 127.0.0.1:50051.
+TEST(SecurityE2eTest, WithoutListenTheApiBindsLoopbackOnly) {
+  constexpr char kUnshare[] = "/usr/bin/unshare";
+  if (access(kUnshare, X_OK) != 0) {
+    GTEST_SKIP() << kUnshare << " not installed (util-linux)";
+  }
+  BreakerdProcess scratch;  // for its temporary directory
+  const std::string log_path = scratch.dir() + "/netns.log";
+  // Probe: may this process make a network namespace at all?
+  std::optional<int> probe =
+      RunToCompletion({kUnshare, "--net", "--", "/bin/true"}, log_path);
+  if (probe != 0) {
+    GTEST_SKIP() << "cannot create a network namespace here: "
+                 << ReadFile(log_path);
+  }
+  pid_t pid = -1;
+  // unshare execs breakerd in place: `pid` is breakerd's.
+  ASSERT_EQ(SpawnLogged({kUnshare, "--net", "--", BREAKERD_BINARY,
+                         "--metrics-listen=127.0.0.1:0"},
+                        log_path, &pid),
+            0);
+  std::string serving;
+  const bool served = WaitUntil(
+      [&] {
+        serving = LogLinesWith(ReadFile(log_path), "\"event\":\"serving\"");
+        return !serving.empty();
+      },
+      absl::Seconds(10));
+  // SIGKILL: the namespace's loopback is down, so a graceful stop would
+  // wait out civetweb's 2 s accept poll, and the stop is not under test.
+  kill(pid, SIGKILL);
+  WaitChild(pid, absl::Seconds(10));
+  ASSERT_TRUE(served) << ReadFile(log_path);
+  EXPECT_TRUE(absl::StrContains(serving, "\"grpc\":\"127.0.0.1:50051\""))
+      << serving;
+}
+
+// A unix listener's file gets --unix-socket-mode (0660 by default: owner
+// and group), not what the umask would give (0755 under 022).
+TEST(SecurityE2eTest, UnixSocketHasMode0660ByDefault) {
+  const mode_t old_umask = umask(022);
+  for (const auto& [flags, want] :
+       std::vector<std::pair<std::vector<std::string>, mode_t>>{
+           {{}, 0660}, {{"--unix-socket-mode=0600"}, 0600}}) {
+    BreakerdProcess proc;
+    ASSERT_TRUE(proc.Start(flags, /*with_unix_socket=*/true));
+    struct stat st;
+    ASSERT_EQ(stat(proc.unix_socket_path().c_str(), &st), 0)
+        << std::strerror(errno);
+    EXPECT_TRUE(S_ISSOCK(st.st_mode));
+    EXPECT_EQ(st.st_mode & 07777, want)
+        << "mode " << std::oct << (st.st_mode & 07777) << " with flags "
+        << absl::StrJoin(flags, " ");
+    auto stub = v1::Breaker::NewStub(proc.ChannelTo(proc.unix_address()));
+    Result<v1::AcquireResponse> a = Acquire(stub.get(), "svc/over-unix");
+    EXPECT_TRUE(a.status.ok()) << Describe(a.status);
+  }
+  umask(old_umask);
+}
+
+TEST(SecurityE2eTest, BadUnixSocketModeIsAConfigError) {
+  BreakerdProcess proc;
+  StartupFailure f = ExpectStartupFailure(proc, {"--unix-socket-mode=0999"});
+  ASSERT_TRUE(f.exit_code.has_value()) << f.log;
+  EXPECT_EQ(*f.exit_code, 2) << f.log;
+  EXPECT_TRUE(absl::StrContains(f.log, "unix-socket-mode")) << f.log;
+}
+
+// --- secrets stay secret -----------------------------------------------------
+
+// Right and wrong tokens on every Admin method, a second sidecar without a
+// token file, a reload and a shutdown: the token never reaches the log, and
+// no refusal echoes what was sent.
+TEST(SecurityE2eTest, AdminTokenIsNeverLogged) {
+  BreakerdProcess proc;
+  const std::string token_file =
+      proc.WriteFile("admin-token", absl::StrCat(kAdminToken, "\n"));
+  ASSERT_TRUE(proc.Start({"--admin-token-file=" + token_file}));
+  auto admin = proc.AdminStub();
+  const std::string wrong = "wr0ng-T0KEN-never-logged-77d0";
+  const std::vector<std::string> refused_auth = {
+      BearerToken(wrong),
+      BearerToken(absl::StrCat(kAdminToken, "x")),
+      absl::StrCat("bearer ", kAdminToken),
+      kAdminToken,
+  };
+  for (AdminOp op :
+       {AdminOp::kForceOpen, AdminOp::kForceClose, AdminOp::kReset}) {
+    for (const std::string& auth : refused_auth) {
+      Result<v1::AdminResponse> r = Admin(admin.get(), op, "svc/admin", auth);
+      EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+          << auth << ": " << Describe(r.status);
+      EXPECT_FALSE(absl::StrContains(r.status.error_message(), kAdminToken));
+      EXPECT_FALSE(absl::StrContains(r.status.error_message(), wrong));
+    }
+    Result<v1::AdminResponse> ok =
+        Admin(admin.get(), op, "svc/admin", BearerToken(kAdminToken));
+    EXPECT_TRUE(ok.status.ok()) << Describe(ok.status);
+  }
+
+  BreakerdProcess no_token;
+  ASSERT_TRUE(no_token.Start());
+  auto admin2 = no_token.AdminStub();
+  Result<v1::AdminResponse> off = Admin(admin2.get(), AdminOp::kForceOpen,
+                                        "svc/admin", BearerToken(kAdminToken));
+  EXPECT_EQ(off.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  ASSERT_TRUE(proc.Signal(SIGHUP));
+  ASSERT_TRUE(
+      proc.WaitForLog("\"event\":\"reload_skipped\"", absl::Seconds(5)));
+  ASSERT_TRUE(proc.Signal(SIGTERM));
+  ASSERT_EQ(proc.WaitExit(absl::Seconds(15)), 0);
+  ASSERT_TRUE(no_token.Signal(SIGTERM));
+  ASSERT_EQ(no_token.WaitExit(absl::Seconds(15)), 0);
+  for (BreakerdProcess* p : {&proc, &no_token}) {
+    const std::string log = p->Log();
+    ASSERT_TRUE(absl::StrContains(log, "\"event\":\"stopped\"")) << log;
+    EXPECT_FALSE(absl::StrContains(log, kAdminToken)) << log;
+    EXPECT_FALSE(absl::StrContains(log, wrong)) << log;
+  }
+  // The path is logged, the content is not.
+  EXPECT_TRUE(absl::StrContains(proc.Log(), token_file));
+}
+
+// A token file breakerd refuses (a space inside) is not echoed either.
+TEST(SecurityE2eTest, RefusedTokenFileIsNotEchoed) {
+  BreakerdProcess proc;
+  const std::string token_file =
+      proc.WriteFile("admin-token", "half-a-secret other-half-9b1f\n");
+  StartupFailure f =
+      ExpectStartupFailure(proc, {"--admin-token-file=" + token_file});
+  ASSERT_TRUE(f.exit_code.has_value()) << f.log;
+  EXPECT_EQ(*f.exit_code, 2) << f.log;
+  EXPECT_TRUE(absl::StrContains(f.log, "admin-token-file")) << f.log;
+  EXPECT_FALSE(absl::StrContains(f.log, "half-a-secret")) << f.log;
+  EXPECT_FALSE(absl::StrContains(f.log, "other-half-9b1f")) << f.log;
+}
+
+// A redis-server on a free loopback port requiring `password`; killed with
+// the object.
+class PasswordRedis {
+ public:
+  explicit PasswordRedis(std::string dir) : dir_(std::move(dir)) {}
+  ~PasswordRedis() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      WaitChild(pid_, absl::Seconds(5));
+    }
+  }
+
+  ::testing::AssertionResult Start(const std::string& password) {
+    {
+      HeldPort probe;  // a port that was free a moment ago
+      port_ = probe.port();
+    }
+    if (port_ <= 0) return ::testing::AssertionFailure() << "no free port";
+    const int rc =
+        SpawnLogged({"/usr/bin/redis-server", "--port", std::to_string(port_),
+                     "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                     "--dir", dir_, "--requirepass", password},
+                    dir_ + "/redis.log", &pid_);
+    if (rc != 0) {
+      return ::testing::AssertionFailure()
+             << "spawn redis-server: " << std::strerror(rc);
+    }
+    if (!WaitUntil([&] { return Answers(); })) {
+      return ::testing::AssertionFailure() << "redis-server did not answer:\n"
+                                           << ReadFile(dir_ + "/redis.log");
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  // PING answered at all (+PONG, or -NOAUTH before AUTH).
+  bool Answers() const {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = false;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        write(fd, "PING\r\n", 6) == 6) {
+      char buf[64] = {};
+      ok = read(fd, buf, sizeof(buf) - 1) > 0 &&
+           (absl::StartsWith(buf, "+PONG") || absl::StartsWith(buf, "-NOAUTH"));
+    }
+    close(fd);
+    return ok;
+  }
+
+  std::string dir_;
+  int port_ = -1;
+  pid_t pid_ = -1;
+};
+
+// Every body and header breakerd's HTTP endpoint serves.
+std::string EveryHttpAnswer(const BreakerdProcess& proc) {
+  std::string all;
+  for (const char* path : {"/metrics", "/healthz", "/readyz",
+                           "/metrics-prometheus-cpp", "/", "/no-such-path"}) {
+    HttpResponse r = proc.Get(path);
+    EXPECT_NE(r.status, -1) << path;
+    absl::StrAppend(&all, path, " -> ", r.status, "\n", r.headers, "\n", r.body,
+                    "\n");
+  }
+  return all;
+}
+
+// With the admin token and a Redis password configured (the password right
+// for one sidecar, wrong for another), neither secret shows in /metrics,
+// /healthz, /readyz, any other path of the metrics port, or the log.
+TEST(SecurityE2eTest, MetricsHealthAndLogsExposeNoSecrets) {
+  BreakerdProcess right;
+  BreakerdProcess wrong;
+  const bool have_redis = access("/usr/bin/redis-server", X_OK) == 0;
+  PasswordRedis redis(right.dir());
+  std::string redis_address = "127.0.0.1:1";  // nothing listens on port 1
+  if (have_redis) {
+    ASSERT_TRUE(redis.Start(kRedisPassword));
+    redis_address = redis.address();
+  }
+  const std::string wrong_password = "wr0ng-redis-PASS-3f6a";
+  struct Sidecar {
+    BreakerdProcess* proc;
+    std::string password;
+  };
+  for (const Sidecar& s :
+       {Sidecar{&right, kRedisPassword}, Sidecar{&wrong, wrong_password}}) {
+    const std::string token_file =
+        s.proc->WriteFile("admin-token", kAdminToken);
+    const std::string password_file =
+        s.proc->WriteFile("redis-password", s.password + "\n");
+    ASSERT_TRUE(s.proc->Start({"--admin-token-file=" + token_file,
+                               "--redis=" + redis_address,
+                               "--redis-password-file=" + password_file}));
+    auto stub = s.proc->BreakerStub();
+    auto admin = s.proc->AdminStub();
+    ASSERT_TRUE(Acquire(stub.get(), "svc/secretless").status.ok());
+    ASSERT_TRUE(Admin(admin.get(), AdminOp::kForceOpen, "svc/forced",
+                      BearerToken(kAdminToken))
+                    .status.ok());
+  }
+  if (have_redis) {
+    // The right password joins the fleet; the wrong one is refused, logged
+    // (without the password) and retried.
+    EXPECT_TRUE(WaitUntil([&] {
+      return MetricValue(right, "breakerd_fleet_connected") == 1;
+    })) << right.Log();
+    EXPECT_TRUE(
+        wrong.WaitForLog("\"event\":\"fleet_disconnected\"", absl::Seconds(5)))
+        << wrong.Log();
+    EXPECT_EQ(MetricValue(wrong, "breakerd_fleet_connected"), 0);
+  } else {
+    std::cout << "[ note     ] /usr/bin/redis-server missing: Redis AUTH "
+                 "not exercised, only the password file read\n";
+  }
+
+  for (BreakerdProcess* p : {&right, &wrong}) {
+    const std::string http = EveryHttpAnswer(*p);
+    ASSERT_TRUE(absl::StrContains(http, "breakerd_breakers")) << http;
+    for (const std::string& secret :
+         {std::string(kAdminToken), std::string(kRedisPassword),
+          wrong_password}) {
+      EXPECT_FALSE(absl::StrContains(http, secret))
+          << "served over HTTP: " << secret;
+      EXPECT_FALSE(absl::StrContains(p->Log(), secret))
+          << "logged: " << secret << "\n"
+          << p->Log();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fault
+}  // namespace breakerd
