@@ -1,6 +1,8 @@
 #include "server/metrics/text_format.h"
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cassert>
 #include <charconv>
 #include <cmath>
@@ -300,18 +302,29 @@ void AppendTextExposition(const Registry& registry, const ProcessStats& stats,
     expected +=
         breakers.size() * BytesPerBreaker(Family(static_cast<FamilyId>(i)));
   }
-  Writer writer(out, expected);
-  TextSink sink(&writer);
-  for (int i = 0; i < kFamilyCount; ++i) {
-    const FamilyId id = static_cast<FamilyId>(i);
-    if (!FamilyExported(id, stats)) continue;
-    writer.Append(FamilyHeader(Family(id)));
-    const FamilySet only = OnlyFamily(id);
-    for (const BreakerSnapshot& b : breakers) {
-      EmitBreakerSamples(b, only, &sink);
+  // Breakers with history (transitions, several outcome classes) outgrow
+  // the per-breaker estimate; a body that outgrows its buffer is copied
+  // into one twice its size, and each metrics thread's allocator then keeps
+  // that. The last body's size (plus an eighth) avoids the regrowth.
+  static std::atomic<size_t> last_size{0};
+  const size_t last = last_size.load(std::memory_order_relaxed);
+  expected = std::max(expected, last + last / 8);
+  const size_t start = out->size();
+  {
+    Writer writer(out, expected);
+    TextSink sink(&writer);
+    for (int i = 0; i < kFamilyCount; ++i) {
+      const FamilyId id = static_cast<FamilyId>(i);
+      if (!FamilyExported(id, stats)) continue;
+      writer.Append(FamilyHeader(Family(id)));
+      const FamilySet only = OnlyFamily(id);
+      for (const BreakerSnapshot& b : breakers) {
+        EmitBreakerSamples(b, only, &sink);
+      }
+      EmitProcessSamples(registry, stats, breakers.size(), only, &sink);
     }
-    EmitProcessSamples(registry, stats, breakers.size(), only, &sink);
   }
+  last_size.store(out->size() - start, std::memory_order_relaxed);
 }
 
 }  // namespace breakerd
