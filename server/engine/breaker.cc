@@ -401,6 +401,10 @@ void Breaker::SetProbeClaim(uint64_t generation, bool won,
   claim_until_ns_ = NowInstant().ns + absl::ToInt64Nanoseconds(lease);
 }
 
+// The longest open period taken from elsewhere (a year: far beyond any
+// cooldown, far from int64 nanoseconds' 292 years).
+constexpr absl::Duration kMaxExternalOpen = absl::Hours(24 * 365);
+
 std::optional<Transition> Breaker::ApplyExternal(const ExternalState& state,
                                                  TransitionReason reason) {
   std::optional<Transition> t;
@@ -438,9 +442,12 @@ std::optional<Transition> Breaker::ApplyExternal(const ExternalState& state,
         state_entered_ns_ = now.ns;
       }
       open_ = true;
-      open_until_ns_ =
-          now.ns + absl::ToInt64Nanoseconds(
-                       std::max(state.open_remaining, absl::ZeroDuration()));
+      // Bounded: a time left from a file or another process is never
+      // negative, and never so far out that the clock's int64 nanoseconds
+      // overflow (found by fuzz/state_file_fuzz).
+      open_until_ns_ = now.ns + absl::ToInt64Nanoseconds(std::clamp(
+                                    state.open_remaining, absl::ZeroDuration(),
+                                    kMaxExternalOpen));
       escalation_ = state.escalation_level;
       half_open_seen_ = false;
       probe_permit_ = 0;

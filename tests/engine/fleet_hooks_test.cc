@@ -104,6 +104,15 @@ TEST_F(FleetHooksTest, ExternalOpenInThePastIsHalfOpenNow) {
   EXPECT_EQ(breaker_->Snapshot().retry_after, Seconds(40));
 }
 
+TEST_F(FleetHooksTest, ExternalOpenFarInTheFutureIsBoundedNotWrapped) {
+  // 300 years overflows int64 nanoseconds if added as is.
+  breaker_->ApplyExternal(
+      {ExternalState::Kind::kOpen, absl::Hours(24 * 365 * 300), 0},
+      TransitionReason::kRestored);
+  EXPECT_EQ(State(), State::kOpen);
+  EXPECT_EQ(breaker_->Snapshot().retry_after, absl::Hours(24 * 365));
+}
+
 TEST_F(FleetHooksTest, ExternalCloseClosesAndClearsEscalation) {
   Trip();
   std::optional<Transition> t = breaker_->ApplyExternal(
