@@ -69,11 +69,11 @@ inline void Trace(absl::string_view line) {
 
 // FUZZ_TRACE(parts...): prints absl::StrCat(parts...) when
 // BREAKERD_FUZZ_TRACE=1; costs one branch otherwise.
-#define FUZZ_TRACE(...)                                      \
-  do {                                                       \
-    if (::breakerd::fuzz::TraceMode()) {                     \
-      ::breakerd::fuzz::Trace(::absl::StrCat(__VA_ARGS__));  \
-    }                                                        \
+#define FUZZ_TRACE(...)                                     \
+  do {                                                      \
+    if (::breakerd::fuzz::TraceMode()) {                    \
+      ::breakerd::fuzz::Trace(::absl::StrCat(__VA_ARGS__)); \
+    }                                                       \
   } while (false)
 
 #endif  // BREAKERD_FUZZ_FUZZ_CHECK_H_

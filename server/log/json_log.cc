@@ -8,15 +8,17 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "server/engine/mutex.h"
 #include "server/engine/types.h"
 
 namespace breakerd {
 namespace {
 
 struct Output {
-  absl::Mutex mu;
+  // breakerd::Mutex, not absl::Mutex: ThreadSanitizer builds must see this
+  // lock (server/engine/mutex.h).
+  Mutex mu;
   // Empty: stderr.
   LogWriter writer ABSL_GUARDED_BY(mu);
 };
@@ -175,7 +177,7 @@ void LogEvent(LogLevel level, absl::string_view event,
               std::initializer_list<LogField> fields) {
   const std::string line = FormatLogLine(absl::Now(), level, event, fields);
   Output& out = GetOutput();
-  absl::MutexLock lock(&out.mu);
+  MutexLock lock(&out.mu);
   if (out.writer) {
     out.writer(line);
   } else {
@@ -185,7 +187,7 @@ void LogEvent(LogLevel level, absl::string_view event,
 
 LogWriter SetLogWriterForTesting(LogWriter writer) {
   Output& out = GetOutput();
-  absl::MutexLock lock(&out.mu);
+  MutexLock lock(&out.mu);
   return std::exchange(out.writer, std::move(writer));
 }
 
