@@ -882,24 +882,23 @@ class Session {
     absl::StatusOr<BreakerSnapshot> r = op == 0   ? registry_.ForceOpen(name)
                                         : op == 1 ? registry_.ForceClose(name)
                                                   : registry_.Reset(name);
-    const auto what =
-        [&] { return std::string(absl::StrCat(
-        op == 0   ? "ForceOpen("
-        : op == 1 ? "ForceClose("
-                  : "Reset(",
-        name, "); before: ", before ? SnapText(*before) : "absent");
-    FUZZ_TRACE(what(), " -> ",
-                             r.ok() ? SnapText(*r) : r.status().ToString());
+    const auto what = [&] {
+      return std::string(absl::StrCat(
+          op == 0   ? "ForceOpen("
+          : op == 1 ? "ForceClose("
+                    : "Reset(",
+          name, "); before: ", before ? SnapText(*before) : "absent"));
+    };
+    FUZZ_TRACE(what(), " -> ", r.ok() ? SnapText(*r) : r.status().ToString());
     if (!r.ok()) {
-        if (op == 2) {
-          FUZZ_CHECK(absl::IsNotFound(r.status()) && !before.has_value(),
-                     what(), " -> ", r.status().ToString());
-        } else {
-          FUZZ_CHECK(
-              absl::IsResourceExhausted(r.status()) && !before.has_value(),
-              what(), " -> ", r.status().ToString());
-        }
-        return;
+      if (op == 2) {
+        FUZZ_CHECK(absl::IsNotFound(r.status()) && !before.has_value(), what(),
+                   " -> ", r.status().ToString());
+      } else {
+        FUZZ_CHECK(absl::IsResourceExhausted(r.status()) && !before.has_value(),
+                   what(), " -> ", r.status().ToString());
+      }
+      return;
     }
     if (!before.has_value())
       tracked_[name].last_activity_ns = clock_.NowNanos();
@@ -911,133 +910,130 @@ class Session {
                " -> ", SnapText(*r));
     FUZZ_CHECK(!r->probe_in_flight, what());
     if (op == 2) {
-        FUZZ_CHECK(r->window.calls == 0 && r->consecutive_failures == 0 &&
-                       r->escalation_level == 0,
-                   what(), " -> ", SnapText(*r));
+      FUZZ_CHECK(r->window.calls == 0 && r->consecutive_failures == 0 &&
+                     r->escalation_level == 0,
+                 what(), " -> ", SnapText(*r));
     }
     Observe(*r);
-        }
+  }
 
-    void
-    AcquireFirst(FuzzedDataProvider & fdp) {
-      std::vector<std::string> names(fdp.ConsumeIntegralInRange(0, 5));
-      for (std::string& n : names) n = PickName(fdp);
-      const uint32_t attempt = ConsumeAttempt(fdp);
-      std::map<std::string, uint64_t> acquires_before;
-      for (const std::string& n : names) {
-        std::optional<BreakerSnapshot> s = Get(n);
-        acquires_before[n] = s ? Sum(s->acquires) : 0;
-      }
-      const absl::StatusOr<AcquireFirstResult> r =
-          registry_.AcquireFirst(names, attempt);
-      FUZZ_TRACE("AcquireFirst(", names.size(), " names, ", attempt, ") -> ",
-                 r.ok() ? absl::StrCat("granted ", r->granted)
-                        : r.status().ToString());
-      // Every candidate asked counts as activity, even when a later one then
-      // hit max_breakers.
-      for (const auto& [n, before] : acquires_before) {
-        const std::optional<BreakerSnapshot> s = Get(n);
-        if (s.has_value() && Sum(s->acquires) > before) {
-          tracked_[n].last_activity_ns = clock_.NowNanos();
-        }
-      }
-      if (!r.ok()) {
-        FUZZ_CHECK(names.empty() ? absl::IsInvalidArgument(r.status())
-                                 : absl::IsResourceExhausted(r.status()),
-                   r.status().ToString());
-        return;
-      }
-      FUZZ_CHECK(!names.empty());
-      FUZZ_CHECK(r->granted >= -1 &&
-                 r->granted < static_cast<int>(names.size()));
-      FUZZ_CHECK(r->result.allowed == (r->granted >= 0));
-      FUZZ_CHECK(r->result.allowed == (r->result.permit != 0));
-      // Candidates up to the one granted were asked once each; the rest not.
-      const size_t asked = r->granted >= 0 ? r->granted + 1 : names.size();
-      std::map<std::string, uint64_t> times;
-      for (size_t i = 0; i < asked; ++i) ++times[names[i]];
-      for (const auto& [n, before] : acquires_before) {
-        const std::optional<BreakerSnapshot> s = Get(n);
-        FUZZ_CHECK((s ? Sum(s->acquires) : 0) == before + times[n], n);
-        if (s.has_value()) Observe(*s);
-      }
-      if (r->granted >= 0) {
-        const std::string& n = names[r->granted];
-        const BreakerSnapshot s = *Get(n);
-        issued_.push_back({n, r->result.permit, s.generation, r->result.probe});
-        if (r->result.probe) tracked_[n].probe_permit = r->result.permit;
+  void AcquireFirst(FuzzedDataProvider& fdp) {
+    std::vector<std::string> names(fdp.ConsumeIntegralInRange(0, 5));
+    for (std::string& n : names) n = PickName(fdp);
+    const uint32_t attempt = ConsumeAttempt(fdp);
+    std::map<std::string, uint64_t> acquires_before;
+    for (const std::string& n : names) {
+      std::optional<BreakerSnapshot> s = Get(n);
+      acquires_before[n] = s ? Sum(s->acquires) : 0;
+    }
+    const absl::StatusOr<AcquireFirstResult> r =
+        registry_.AcquireFirst(names, attempt);
+    FUZZ_TRACE(
+        "AcquireFirst(", names.size(), " names, ", attempt, ") -> ",
+        r.ok() ? absl::StrCat("granted ", r->granted) : r.status().ToString());
+    // Every candidate asked counts as activity, even when a later one then
+    // hit max_breakers.
+    for (const auto& [n, before] : acquires_before) {
+      const std::optional<BreakerSnapshot> s = Get(n);
+      if (s.has_value() && Sum(s->acquires) > before) {
+        tracked_[n].last_activity_ns = clock_.NowNanos();
       }
     }
+    if (!r.ok()) {
+      FUZZ_CHECK(names.empty() ? absl::IsInvalidArgument(r.status())
+                               : absl::IsResourceExhausted(r.status()),
+                 r.status().ToString());
+      return;
+    }
+    FUZZ_CHECK(!names.empty());
+    FUZZ_CHECK(r->granted >= -1 && r->granted < static_cast<int>(names.size()));
+    FUZZ_CHECK(r->result.allowed == (r->granted >= 0));
+    FUZZ_CHECK(r->result.allowed == (r->result.permit != 0));
+    // Candidates up to the one granted were asked once each; the rest not.
+    const size_t asked = r->granted >= 0 ? r->granted + 1 : names.size();
+    std::map<std::string, uint64_t> times;
+    for (size_t i = 0; i < asked; ++i) ++times[names[i]];
+    for (const auto& [n, before] : acquires_before) {
+      const std::optional<BreakerSnapshot> s = Get(n);
+      FUZZ_CHECK((s ? Sum(s->acquires) : 0) == before + times[n], n);
+      if (s.has_value()) Observe(*s);
+    }
+    if (r->granted >= 0) {
+      const std::string& n = names[r->granted];
+      const BreakerSnapshot s = *Get(n);
+      issued_.push_back({n, r->result.permit, s.generation, r->result.probe});
+      if (r->result.probe) tracked_[n].probe_permit = r->result.permit;
+    }
+  }
 
-    void Evict() {
-      const int64_t now = clock_.NowNanos();
-      const std::vector<BreakerSnapshot> before = Sorted();
-      std::vector<std::string> want;
-      for (const BreakerSnapshot& s : before) {
-        const Tracked& t = tracked_[s.dependency];
-        if (s.state == State::kClosed && s.window.calls == 0 &&
-            s.consecutive_failures == 0 && s.escalation_level == 0 &&
-            now - t.last_activity_ns >=
-                absl::ToInt64Nanoseconds(set_->limits.idle_ttl)) {
-          want.push_back(s.dependency);
-        }
-      }
-      const size_t evicted = registry_.EvictIdle();
-      FUZZ_TRACE("EvictIdle -> ", evicted);
-      std::vector<std::string> gone;
-      for (const BreakerSnapshot& s : before) {
-        if (!Get(s.dependency).has_value()) gone.push_back(s.dependency);
-      }
-      std::string detail;
-      for (const BreakerSnapshot& s : before) {
-        absl::StrAppend(&detail, "\n  ", SnapText(s), " idle for ",
-                        absl::FormatDuration(absl::Nanoseconds(
-                            now - tracked_[s.dependency].last_activity_ns)));
-      }
-      FUZZ_CHECK(gone == want && evicted == gone.size(), "evicted ",
-                 gone.size(), " (returned ", evicted, "), want ", want.size(),
-                 " with idle_ttl ", absl::FormatDuration(set_->limits.idle_ttl),
-                 detail);
-      for (const std::string& n : gone) {
-        tracked_.erase(n);
-        issued_.erase(std::remove_if(issued_.begin(), issued_.end(),
-                                     [&](const IssuedPermit& p) {
-                                       return p.dependency == n;
-                                     }),
-                      issued_.end());
+  void Evict() {
+    const int64_t now = clock_.NowNanos();
+    const std::vector<BreakerSnapshot> before = Sorted();
+    std::vector<std::string> want;
+    for (const BreakerSnapshot& s : before) {
+      const Tracked& t = tracked_[s.dependency];
+      if (s.state == State::kClosed && s.window.calls == 0 &&
+          s.consecutive_failures == 0 && s.escalation_level == 0 &&
+          now - t.last_activity_ns >=
+              absl::ToInt64Nanoseconds(set_->limits.idle_ttl)) {
+        want.push_back(s.dependency);
       }
     }
-
-    void CheckAll() {
-      const std::vector<BreakerSnapshot> all = Sorted();
-      FUZZ_CHECK(all.size() == registry_.size());
-      FUZZ_CHECK(all.size() <= set_->limits.max_breakers);
-      for (const BreakerSnapshot& s : all) {
-        const auto what = [&] { return SnapText(s); };
-        const int st = static_cast<int>(s.state);
-        FUZZ_CHECK(st >= 1 && st <= 5, what());
-        FUZZ_CHECK(s.window.failures <= s.window.calls &&
-                       s.window.slow <= s.window.calls,
-                   what());
-        FUZZ_CHECK(
-            (s.retry_after > absl::ZeroDuration()) == (s.state == State::kOpen),
-            what());
-        FUZZ_CHECK(!s.probe_in_flight || s.state == State::kHalfOpen, what());
-        FUZZ_CHECK(s.failure_rate >= 0 && s.failure_rate <= 1, what());
-        FUZZ_CHECK(s.shadow == (PolicyOf(s.dependency).mode == Mode::kShadow),
-                   what());
-        Observe(s);
-      }
+    const size_t evicted = registry_.EvictIdle();
+    FUZZ_TRACE("EvictIdle -> ", evicted);
+    std::vector<std::string> gone;
+    for (const BreakerSnapshot& s : before) {
+      if (!Get(s.dependency).has_value()) gone.push_back(s.dependency);
     }
+    std::string detail;
+    for (const BreakerSnapshot& s : before) {
+      absl::StrAppend(&detail, "\n  ", SnapText(s), " idle for ",
+                      absl::FormatDuration(absl::Nanoseconds(
+                          now - tracked_[s.dependency].last_activity_ns)));
+    }
+    FUZZ_CHECK(gone == want && evicted == gone.size(), "evicted ", gone.size(),
+               " (returned ", evicted, "), want ", want.size(),
+               " with idle_ttl ", absl::FormatDuration(set_->limits.idle_ttl),
+               detail);
+    for (const std::string& n : gone) {
+      tracked_.erase(n);
+      issued_.erase(std::remove_if(issued_.begin(), issued_.end(),
+                                   [&](const IssuedPermit& p) {
+                                     return p.dependency == n;
+                                   }),
+                    issued_.end());
+    }
+  }
 
-    std::shared_ptr<const PolicySet> set_;
-    FakeClock clock_;
-    Registry registry_;
-    std::vector<IssuedPermit> issued_;
-    std::map<std::string, Tracked> tracked_;
-    // Every valid name passed to the registry (a superset of its breakers).
-    std::set<std::string> used_ = {std::begin(kNames), std::end(kNames)};
-  });
+  void CheckAll() {
+    const std::vector<BreakerSnapshot> all = Sorted();
+    FUZZ_CHECK(all.size() == registry_.size());
+    FUZZ_CHECK(all.size() <= set_->limits.max_breakers);
+    for (const BreakerSnapshot& s : all) {
+      const auto what = [&] { return SnapText(s); };
+      const int st = static_cast<int>(s.state);
+      FUZZ_CHECK(st >= 1 && st <= 5, what());
+      FUZZ_CHECK(s.window.failures <= s.window.calls &&
+                     s.window.slow <= s.window.calls,
+                 what());
+      FUZZ_CHECK(
+          (s.retry_after > absl::ZeroDuration()) == (s.state == State::kOpen),
+          what());
+      FUZZ_CHECK(!s.probe_in_flight || s.state == State::kHalfOpen, what());
+      FUZZ_CHECK(s.failure_rate >= 0 && s.failure_rate <= 1, what());
+      FUZZ_CHECK(s.shadow == (PolicyOf(s.dependency).mode == Mode::kShadow),
+                 what());
+      Observe(s);
+    }
+  }
+
+  std::shared_ptr<const PolicySet> set_;
+  FakeClock clock_;
+  Registry registry_;
+  std::vector<IssuedPermit> issued_;
+  std::map<std::string, Tracked> tracked_;
+  // Every valid name passed to the registry (a superset of its breakers).
+  std::set<std::string> used_ = {std::begin(kNames), std::end(kNames)};
 };
 
 }  // namespace

@@ -31,6 +31,8 @@
 //    cancel it, CANCELLED; ForceOpen / ForceClose OK / UNAUTHENTICATED /
 //    INVALID_ARGUMENT / RESOURCE_EXHAUSTED; Reset OK / UNAUTHENTICATED /
 //    INVALID_ARGUMENT / NOT_FOUND. Never INTERNAL, UNKNOWN or a crash.
+//    (One known exception over the wire, see FrameworkRefusedUtf8: a
+//    string field that is not UTF-8 gets gRPC's UNIMPLEMENTED.)
 //  - INVALID_ARGUMENT messages are non-empty and start with the field they
 //    name; UNAUTHENTICATED ones start with "admin:"; no message ever
 //    contains the admin token.

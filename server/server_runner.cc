@@ -29,6 +29,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "civetweb.h"
 #include "google/protobuf/stubs/logging.h"
@@ -437,9 +438,10 @@ ServerRunner::~ServerRunner() {
   // Reverse order of dependency: nothing may outlive what it points to.
   StopSignalThread();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_maintenance_ = true;
   }
+  cv_.SignalAll();
   if (maintenance_thread_.joinable()) maintenance_thread_.join();
   exposer_.reset();
   g_metrics.store(nullptr, std::memory_order_release);
@@ -459,8 +461,11 @@ ServerRunner::~ServerRunner() {
 }
 
 void ServerRunner::RequestShutdown() {
-  absl::MutexLock lock(&mu_);
-  shutdown_requested_ = true;
+  {
+    MutexLock lock(&mu_);
+    shutdown_requested_ = true;
+  }
+  cv_.SignalAll();
 }
 
 int ServerRunner::Run() {
@@ -482,8 +487,8 @@ int ServerRunner::Run() {
   LogServing();
 
   {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&shutdown_requested_));
+    MutexLock lock(&mu_);
+    while (!shutdown_requested_) cv_.Wait(&mu_);
   }
   Shutdown();
   return kExitOk;
@@ -816,9 +821,10 @@ void ServerRunner::Shutdown() {
     health->SetServingStatus(false);
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_maintenance_ = true;
   }
+  cv_.SignalAll();
   maintenance_thread_.join();
 
   // Watch streams never end on their own; end them so Shutdown need not
@@ -898,7 +904,7 @@ void ServerRunner::SignalLoop() {
     if (sigwait(&set, &sig) != 0) continue;
     bool stopping;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (stop_signals_) return;
       stopping = shutdown_requested_;
     }
@@ -931,7 +937,7 @@ void ServerRunner::SignalLoop() {
 void ServerRunner::StopSignalThread() {
   if (!signal_thread_.joinable()) return;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_signals_ = true;
   }
   // Wakes sigwait in that thread only; it sees stop_signals_ and returns.
@@ -952,13 +958,12 @@ void ServerRunner::MaintenanceLoop() {
   while (true) {
     const absl::Time next = std::min(next_poll, next_evict);
     {
-      absl::MutexLock lock(&mu_);
-      const absl::Condition stop(&stop_maintenance_);
-      if (next == absl::InfiniteFuture()) {
-        mu_.Await(stop);
-        return;
+      MutexLock lock(&mu_);
+      // InfiniteFuture - now is an infinite wait.
+      while (!stop_maintenance_ && clock->Now() < next) {
+        cv_.WaitWithTimeout(&mu_, next - clock->Now());
       }
-      if (mu_.AwaitWithTimeout(stop, next - clock->Now())) return;
+      if (stop_maintenance_) return;
     }
     const absl::Time now = clock->Now();
     if (now >= next_poll) {

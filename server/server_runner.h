@@ -27,8 +27,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/engine/mutex.h"
 #include "server/service/call_tracker.h"
 #include "server/service/rpc_stats.h"
 #include "server/service/trace_writer.h"
@@ -201,7 +201,10 @@ class ServerRunner {
   std::thread signal_thread_;
   std::thread maintenance_thread_;
 
-  absl::Mutex mu_;
+  // breakerd::Mutex, not absl::Mutex: TSan builds see its synchronization.
+  Mutex mu_;
+  // Signalled when shutdown_requested_ or stop_maintenance_ is set.
+  CondVar cv_;
   bool shutdown_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_maintenance_ ABSL_GUARDED_BY(mu_) = false;
   // Tells the signal thread to return at its next wakeup.

@@ -10,15 +10,18 @@
 #include <exception>
 #include <initializer_list>
 #include <map>
+#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "server/config/yaml_events.h"
 #include "yaml-cpp/yaml.h"
 
 namespace breakerd {
@@ -38,6 +41,31 @@ absl::Status Error(const Context& ctx, const YAML::Mark& mark,
   if (mark.line >= 0) absl::StrAppend(&where, ":", mark.line + 1);
   return absl::InvalidArgumentError(
       absl::StrCat(where, ": ", path, ": ", rule));
+}
+
+// Where each document of a YAML stream starts, read by yaml-cpp's parser
+// without building nodes. YAML::LoadAll is not used: in yaml-cpp 0.7.0
+// (Debian 12) it never returns, allocating without bound, for streams such
+// as "," (jbeder/yaml-cpp#1040): the parser reports a document at the same
+// place again and again without consuming input. This loop stops at the
+// first such repeat, which the caller reports. Throws YAML::Exception on a
+// syntax error.
+std::vector<YAML::Mark> DocumentStarts(const std::string& text) {
+  class StartsOnly : public IgnoringEventHandler {
+   public:
+    std::vector<YAML::Mark> starts;
+    void OnDocumentStart(const YAML::Mark& mark) override {
+      starts.push_back(mark);
+    }
+  };
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  StartsOnly handler;
+  while (parser.HandleNextDocument(handler)) {
+    const std::vector<YAML::Mark>& s = handler.starts;
+    if (s.size() >= 2 && s[s.size() - 1].pos <= s[s.size() - 2].pos) break;
+  }
+  return std::move(handler.starts);
 }
 
 // How a node looks, for "(got ...)".
@@ -484,25 +512,46 @@ absl::StatusOr<std::shared_ptr<const PolicySet>> ParseConfig(
   auto set = std::make_shared<PolicySet>();
   set->source = std::string(source);
   try {
-    std::vector<YAML::Node> docs;
-    try {
-      docs = YAML::LoadAll(std::string(yaml_text));
-    } catch (const YAML::Exception& e) {
+    auto yaml_error = [&ctx](const YAML::Mark& mark, absl::string_view msg) {
       std::string where = ctx.source;
-      if (e.mark.line >= 0) {
-        absl::StrAppend(&where, ":", e.mark.line + 1);
-      }
+      if (mark.line >= 0) absl::StrAppend(&where, ":", mark.line + 1);
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": invalid YAML at column ", e.mark.column + 1, ": ", e.msg));
+          where, ": invalid YAML at column ", mark.column + 1, ": ", msg));
+    };
+    const std::string text(yaml_text);
+    std::vector<YAML::Mark> starts;
+    try {
+      starts = DocumentStarts(text);
+    } catch (const YAML::Exception& e) {
+      return yaml_error(e.mark, e.msg);
     }
-    if (docs.size() > 1) {
-      return Error(ctx, docs[1].Mark(), "(top level)",
+    // A document that starts where the one before it started: yaml-cpp's
+    // parser is stuck on a character it can neither parse nor reject.
+    for (size_t i = 1; i < starts.size(); ++i) {
+      if (starts[i].pos <= starts[i - 1].pos) {
+        const size_t pos = static_cast<size_t>(starts[i].pos);
+        return yaml_error(
+            starts[i], pos < text.size()
+                           ? absl::StrCat("unexpected '",
+                                          absl::CHexEscape(text.substr(pos, 1)),
+                                          "' where a document starts")
+                           : std::string("unexpected end of input"));
+      }
+    }
+    if (starts.size() > 1) {
+      return Error(ctx, starts[1], "(top level)",
                    absl::StrCat("must be a single YAML document (found ",
-                                docs.size(), ")"));
+                                starts.size(), ")"));
+    }
+    YAML::Node doc;
+    try {
+      doc = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      return yaml_error(e.mark, e.msg);
     }
     // No document, or an empty one: the embedded defaults.
-    if (!docs.empty()) {
-      absl::Status status = ParseRoot(ctx, docs[0], set.get());
+    if (!starts.empty()) {
+      absl::Status status = ParseRoot(ctx, doc, set.get());
       if (!status.ok()) return status;
     }
   } catch (const YAML::Exception& e) {

@@ -24,7 +24,10 @@
 #endif
 #endif
 
+#include "absl/time/time.h"
+
 #ifdef BREAKERD_STD_MUTEX
+#include <condition_variable>
 #include <mutex>
 #include <shared_mutex>
 #else
@@ -40,6 +43,7 @@ void DisableDeadlockDetection();
 #ifdef BREAKERD_STD_MUTEX
 using ExclusiveImpl = std::mutex;
 using SharedImpl = std::shared_mutex;
+using CondVarImpl = std::condition_variable;
 #define BREAKERD_LOCK lock
 #define BREAKERD_UNLOCK unlock
 #define BREAKERD_RLOCK lock_shared
@@ -47,6 +51,7 @@ using SharedImpl = std::shared_mutex;
 #else
 using ExclusiveImpl = absl::Mutex;
 using SharedImpl = absl::Mutex;
+using CondVarImpl = absl::CondVar;
 #define BREAKERD_LOCK Lock
 #define BREAKERD_UNLOCK Unlock
 #define BREAKERD_RLOCK ReaderLock
@@ -63,7 +68,61 @@ class ABSL_LOCKABLE Mutex {
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.BREAKERD_UNLOCK(); }
 
  private:
+  friend class CondVar;
   ExclusiveImpl mu_;
+};
+
+// A condition variable for Mutex. Waits may return spuriously: wait in a
+// loop that re-checks the condition. Whoever changes what a waiter waits for
+// calls SignalAll after the change (under the mutex or after it).
+class CondVar {
+ public:
+  CondVar() = default;
+  CondVar(const CondVar&) = delete;
+  CondVar& operator=(const CondVar&) = delete;
+
+  // REQUIRES: `mu` held. Releases it while waiting, holds it again on return.
+  void Wait(Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+#ifdef BREAKERD_STD_MUTEX
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    cv_.wait(lock);
+    lock.release();
+#else
+    cv_.Wait(&mu->mu_);
+#endif
+  }
+
+  // As Wait, for at most `timeout` (absl::InfiniteDuration(): no bound).
+  // Returns true if the time ran out, false if woken (or spuriously).
+  bool WaitWithTimeout(Mutex* mu, absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (timeout == absl::InfiniteDuration()) {
+      Wait(mu);
+      return false;
+    }
+#ifdef BREAKERD_STD_MUTEX
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    const bool timed_out =
+        cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout)) ==
+        std::cv_status::timeout;
+    lock.release();
+    return timed_out;
+#else
+    return cv_.WaitWithTimeout(&mu->mu_, timeout);
+#endif
+  }
+
+  // Wakes every waiter.
+  void SignalAll() {
+#ifdef BREAKERD_STD_MUTEX
+    cv_.notify_all();
+#else
+    cv_.SignalAll();
+#endif
+  }
+
+ private:
+  CondVarImpl cv_;
 };
 
 // A reader/writer lock.

@@ -468,7 +468,8 @@ const InvalidCase kInvalidCases[] = {
      "must be a list of policies"},
     {"PolicyScalar", "policies:\n  - openai/*\n", 2, "policies[0]",
      "must be a map with keys match,"},
-    {"SecondDocument", "defaults: {}\n---\nlimits: {}\n", 3, "(top level)",
+    // The line of the "---" that starts the second document.
+    {"SecondDocument", "defaults: {}\n---\nlimits: {}\n", 2, "(top level)",
      "must be a single YAML document (found 2)"},
     // match
     {"MatchMissing", "policies:\n  - match: a\n  - mode: shadow\n", 3,
@@ -515,6 +516,36 @@ TEST(ParseConfigTest, SyntaxErrorNamesFileAndLine) {
   ASSERT_FALSE(set.ok());
   EXPECT_THAT(Msg(set.status()), HasSubstr("test.yaml:"));
   EXPECT_THAT(Msg(set.status()), HasSubstr("invalid YAML"));
+}
+
+// yaml-cpp 0.7.0's LoadAll never returns on these (jbeder/yaml-cpp#1040);
+// before ParseConfig stopped using it, this test hung until ctest's timeout
+// and grew without bound (inputs found by fuzz/config_fuzz, kept in
+// fuzz/crashes/config_fuzz). A config edited into such a file must be
+// refused like any other syntax error.
+TEST(ParseConfigTest, StreamsThatStallYamlCppAreRefusedNotHung) {
+  const struct {
+    const char* yaml;
+    const char* message;
+  } cases[] = {
+      {",", "test.yaml:1: invalid YAML at column 1: unexpected ','"},
+      {",:", "test.yaml:1: invalid YAML at column 1: unexpected ','"},
+      {"defaults: {}\n---\n,\n",
+       "test.yaml:3: invalid YAML at column 1: unexpected ','"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<std::shared_ptr<const PolicySet>> set =
+        ParseConfig(c.yaml, kSource);
+    ASSERT_FALSE(set.ok()) << c.yaml;
+    EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(Msg(set.status()), HasSubstr(c.message)) << c.yaml;
+  }
+  // Documents that do make progress are still counted.
+  absl::StatusOr<std::shared_ptr<const PolicySet>> set =
+      ParseConfig("---\n---\n---\n", kSource);
+  ASSERT_FALSE(set.ok());
+  EXPECT_THAT(Msg(set.status()),
+              HasSubstr("must be a single YAML document (found 3)"));
 }
 
 TEST(ParseConfigTest, ErrorWithoutPositionStillNamesSource) {

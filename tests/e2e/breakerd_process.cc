@@ -378,8 +378,9 @@ std::string BreakerdProcess::WriteFile(absl::string_view name,
       int port = -1;
       if (grpc.has_value() && metrics.has_value()) {
         size_t colon = metrics->rfind(':');
-        if (colon != std::string::npos) {
-          absl::SimpleAtoi(metrics->substr(colon + 1), &port);
+        if (colon == std::string::npos ||
+            !absl::SimpleAtoi(metrics->substr(colon + 1), &port)) {
+          port = -1;
         }
       }
       if (!grpc.has_value() || grpc->empty() || port <= 0) {
