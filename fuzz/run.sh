@@ -110,7 +110,8 @@ run_one() {
 
 running=0
 for t in "${targets[@]}"; do
-  echo "fuzz/run.sh: ${t} for ${default_seconds}s (per-target override: FUZZ_SECONDS_${t})"
+  seconds_var="FUZZ_SECONDS_${t}"
+  echo "fuzz/run.sh: ${t} for ${!seconds_var:-${default_seconds}}s"
   run_one "${t}" &
   running=$((running + 1))
   if [[ ${running} -ge ${parallel} ]]; then
