@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 
 #ifdef BREAKERD_STD_MUTEX
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <shared_mutex>
@@ -101,9 +102,12 @@ class CondVar {
       return false;
     }
 #ifdef BREAKERD_STD_MUTEX
+    // Capped so that now + timeout cannot overflow steady_clock; a wait
+    // that returns early is a spurious wakeup, which callers handle.
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     const bool timed_out =
-        cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout)) ==
+        cv_.wait_for(lock, absl::ToChronoNanoseconds(
+                               std::min(timeout, absl::Hours(24)))) ==
         std::cv_status::timeout;
     lock.release();
     return timed_out;
