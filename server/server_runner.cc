@@ -437,12 +437,7 @@ ServerRunner::ServerRunner(ServerOptions options)
 ServerRunner::~ServerRunner() {
   // Reverse order of dependency: nothing may outlive what it points to.
   StopSignalThread();
-  {
-    MutexLock lock(&mu_);
-    stop_maintenance_ = true;
-  }
-  cv_.SignalAll();
-  if (maintenance_thread_.joinable()) maintenance_thread_.join();
+  StopMaintenanceThread();
   exposer_.reset();
   g_metrics.store(nullptr, std::memory_order_release);
   collector_.reset();
@@ -820,12 +815,7 @@ void ServerRunner::Shutdown() {
       health != nullptr) {
     health->SetServingStatus(false);
   }
-  {
-    MutexLock lock(&mu_);
-    stop_maintenance_ = true;
-  }
-  cv_.SignalAll();
-  maintenance_thread_.join();
+  StopMaintenanceThread();
 
   // Watch streams never end on their own; end them so Shutdown need not
   // wait out the grace period for them.
@@ -943,6 +933,16 @@ void ServerRunner::StopSignalThread() {
   // Wakes sigwait in that thread only; it sees stop_signals_ and returns.
   pthread_kill(signal_thread_.native_handle(), SIGHUP);
   signal_thread_.join();
+}
+
+void ServerRunner::StopMaintenanceThread() {
+  if (!maintenance_thread_.joinable()) return;
+  {
+    MutexLock lock(&mu_);
+    stop_maintenance_ = true;
+  }
+  cv_.SignalAll();
+  maintenance_thread_.join();
 }
 
 void ServerRunner::MaintenanceLoop() {

@@ -172,6 +172,9 @@ class ServerRunner {
   void StopMetrics();
   void SignalLoop();
   void MaintenanceLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Tells the maintenance thread to stop, wakes it and joins it; nothing if
+  // it is not running.
+  void StopMaintenanceThread() ABSL_LOCKS_EXCLUDED(mu_);
   void StopSignalThread();
 
   // Constant after construction.

@@ -35,12 +35,32 @@ struct Context {
   std::string source;
 };
 
-absl::Status Error(const Context& ctx, const YAML::Mark& mark,
-                   absl::string_view path, absl::string_view rule) {
+// "source:line", or the source alone when yaml-cpp gave no position.
+std::string Where(const Context& ctx, const YAML::Mark& mark) {
   std::string where = ctx.source;
   if (mark.line >= 0) absl::StrAppend(&where, ":", mark.line + 1);
+  return where;
+}
+
+absl::Status Error(const Context& ctx, const YAML::Mark& mark,
+                   absl::string_view path, absl::string_view rule) {
   return absl::InvalidArgumentError(
-      absl::StrCat(where, ": ", path, ": ", rule));
+      absl::StrCat(Where(ctx, mark), ": ", path, ": ", rule));
+}
+
+// A YAML syntax error: the text is not YAML at all.
+absl::Status YamlError(const Context& ctx, const YAML::Mark& mark,
+                       absl::string_view msg) {
+  return absl::InvalidArgumentError(absl::StrCat(Where(ctx, mark),
+                                                 ": invalid YAML at column ",
+                                                 mark.column + 1, ": ", msg));
+}
+
+// True if the last document of `starts` begins where the one before it
+// began: yaml-cpp's parser stalled there (see DocumentStarts).
+bool Stalled(const std::vector<YAML::Mark>& starts) {
+  const size_t n = starts.size();
+  return n >= 2 && starts[n - 1].pos <= starts[n - 2].pos;
 }
 
 // Where each document of a YAML stream starts, read by yaml-cpp's parser
@@ -48,8 +68,8 @@ absl::Status Error(const Context& ctx, const YAML::Mark& mark,
 // (Debian 12) it never returns, allocating without bound, for streams such
 // as "," (jbeder/yaml-cpp#1040): the parser reports a document at the same
 // place again and again without consuming input. This loop stops at the
-// first such repeat, which the caller reports. Throws YAML::Exception on a
-// syntax error.
+// first such repeat: the parser stalled iff the last start is not past the
+// one before it (Stalled). Throws YAML::Exception on a syntax error.
 std::vector<YAML::Mark> DocumentStarts(const std::string& text) {
   class StartsOnly : public IgnoringEventHandler {
    public:
@@ -61,9 +81,7 @@ std::vector<YAML::Mark> DocumentStarts(const std::string& text) {
   std::istringstream in(text);
   YAML::Parser parser(in);
   StartsOnly handler;
-  while (parser.HandleNextDocument(handler)) {
-    const std::vector<YAML::Mark>& s = handler.starts;
-    if (s.size() >= 2 && s[s.size() - 1].pos <= s[s.size() - 2].pos) break;
+  while (parser.HandleNextDocument(handler) && !Stalled(handler.starts)) {
   }
   return std::move(handler.starts);
 }
@@ -512,31 +530,24 @@ absl::StatusOr<std::shared_ptr<const PolicySet>> ParseConfig(
   auto set = std::make_shared<PolicySet>();
   set->source = std::string(source);
   try {
-    auto yaml_error = [&ctx](const YAML::Mark& mark, absl::string_view msg) {
-      std::string where = ctx.source;
-      if (mark.line >= 0) absl::StrAppend(&where, ":", mark.line + 1);
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": invalid YAML at column ", mark.column + 1, ": ", msg));
-    };
     const std::string text(yaml_text);
     std::vector<YAML::Mark> starts;
     try {
       starts = DocumentStarts(text);
     } catch (const YAML::Exception& e) {
-      return yaml_error(e.mark, e.msg);
+      return YamlError(ctx, e.mark, e.msg);
     }
     // A document that starts where the one before it started: yaml-cpp's
     // parser is stuck on a character it can neither parse nor reject.
-    for (size_t i = 1; i < starts.size(); ++i) {
-      if (starts[i].pos <= starts[i - 1].pos) {
-        const size_t pos = static_cast<size_t>(starts[i].pos);
-        return yaml_error(
-            starts[i], pos < text.size()
+    if (Stalled(starts)) {
+      const YAML::Mark& stuck = starts.back();
+      const size_t pos = static_cast<size_t>(stuck.pos);
+      return YamlError(ctx, stuck,
+                       pos < text.size()
                            ? absl::StrCat("unexpected '",
                                           absl::CHexEscape(text.substr(pos, 1)),
                                           "' where a document starts")
                            : std::string("unexpected end of input"));
-      }
     }
     if (starts.size() > 1) {
       return Error(ctx, starts[1], "(top level)",
@@ -547,7 +558,7 @@ absl::StatusOr<std::shared_ptr<const PolicySet>> ParseConfig(
     try {
       doc = YAML::Load(text);
     } catch (const YAML::Exception& e) {
-      return yaml_error(e.mark, e.msg);
+      return YamlError(ctx, e.mark, e.msg);
     }
     // No document, or an empty one: the embedded defaults.
     if (!starts.empty()) {
