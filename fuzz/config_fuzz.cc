@@ -3,8 +3,10 @@
 //
 // Invariants, each an abort when broken:
 //  - ParseConfig never throws or crashes; it returns OK or INVALID_ARGUMENT
-//    whose message is non-empty and starts with the source name ("every
-//    message names the source").
+//    whose message is one or more errors, one a line (ConfigErrorLines gives
+//    them back exactly, no line empty), each line starting with the source
+//    name ("every error names the source"), no line twice, in file order
+//    (line numbers never decrease; errors without a line come last).
 //  - Parsing is deterministic: the same text gives the same policy set or
 //    the same error, code and message.
 //  - An OK set honours every documented range (deploy/config/breakerd.yaml):
@@ -31,12 +33,15 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "fuzz/fuzz_check.h"
@@ -143,6 +148,38 @@ void CheckSet(const PolicySet& set) {
       absl::FormatDuration(set.limits.idle_ttl));
 }
 
+// The message of a failed parse: one error a line, each naming the source,
+// each once, in file order.
+void CheckErrorLines(const absl::Status& s) {
+  const std::vector<std::string> lines = ConfigErrorLines(s);
+  FUZZ_CHECK(!lines.empty(), s.ToString());
+  FUZZ_CHECK(absl::StrJoin(lines, "\n") == s.message(),
+             "an empty line in: ", s.ToString());
+  std::set<std::string> seen;
+  int64_t previous_line = 0;
+  bool positionless_seen = false;
+  for (const std::string& line : lines) {
+    FUZZ_CHECK(absl::StartsWith(line, kSource),
+               "line without the source: ", line);
+    FUZZ_CHECK(seen.insert(line).second, "line reported twice: ", line);
+    // "SOURCE:LINE: ..." or, without a position, "SOURCE: ...".
+    const absl::string_view rest =
+        absl::string_view(line).substr(kSource.size());
+    const size_t colon = rest.find(':', 1);
+    int64_t n = 0;
+    if (absl::StartsWith(rest, ":") && colon != absl::string_view::npos &&
+        absl::SimpleAtoi(rest.substr(1, colon - 1), &n)) {
+      FUZZ_CHECK(!positionless_seen,
+                 "line number after a positionless error: ", line);
+      FUZZ_CHECK(n >= previous_line, "out of file order: ", line, "\n",
+                 s.ToString());
+      previous_line = n;
+    } else {
+      positionless_seen = true;
+    }
+  }
+}
+
 bool SameSet(const PolicySet& a, const PolicySet& b) {
   if (!(*a.defaults == *b.defaults)) return false;
   if (a.policies.size() != b.policies.size()) return false;
@@ -235,7 +272,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const absl::Status& s = first.status();
     FUZZ_CHECK(s.code() == absl::StatusCode::kInvalidArgument, s.ToString());
     FUZZ_CHECK(!s.message().empty());
-    FUZZ_CHECK(absl::StartsWith(s.message(), kSource), s.ToString());
+    CheckErrorLines(s);
     FUZZ_CHECK(s == second.status(), s.ToString(), " vs ",
                second.status().ToString());
     return 0;

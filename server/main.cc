@@ -28,6 +28,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "server/config/config.h"
 #include "server/log/json_log.h"
 #include "server/server_runner.h"
 
@@ -37,8 +38,18 @@
 
 ABSL_FLAG(std::string, config, "",
           "YAML policy file (defaults, policies, limits). Reloaded on SIGHUP "
-          "and when its content changes. Without it the embedded defaults "
-          "apply. A bad file at startup exits with code 2.");
+          "and when its content changes (a bad new file is refused whole and "
+          "the old config stays). Without it the embedded defaults apply. An "
+          "invalid file at startup is logged and breakerd serves on the last "
+          "good config (kept beside --state-file) or the embedded defaults, "
+          "with breakerd_config_valid 0, unless --strict-config.");
+ABSL_FLAG(bool, strict_config, false,
+          "Exit with code 2 when --config is invalid at startup, instead of "
+          "serving on the last good config or the embedded defaults.");
+ABSL_FLAG(std::string, check_config, "",
+          "Validate this config file, print every error (one per line, "
+          "FILE:LINE: key: rule) or a summary, and exit: 0 valid, 2 invalid. "
+          "Starts nothing; use it in CI before a ConfigMap ships.");
 ABSL_FLAG(std::vector<std::string>, listen, {"127.0.0.1:50051"},
           "Comma-separated gRPC listen addresses: host:port ([::1]:port for "
           "IPv6) or unix:/path/to.sock. Port 0 picks a free port; the "
@@ -62,7 +73,7 @@ ABSL_FLAG(std::string, trace_file, "",
           "Append every accepted Report to this file as JSON Lines, in the "
           "trace format `breakerctl simulate --trace` replays. Off when "
           "empty.");
-ABSL_FLAG(int64_t, trace_max_bytes, int64_t{64} << 20,
+ABSL_FLAG(int64_t, trace_max_bytes, int64_t{8} << 20,
           "Largest size of --trace-file in bytes; once reached, further "
           "records are dropped.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
@@ -112,11 +123,13 @@ constexpr char kUsage[] =
     "(Report), over gRPC (breakerd.v1.Breaker).\n"
     "\n"
     "Usage: breakerd [flags]\n"
+    "       breakerd --check-config FILE\n"
     "\n"
     "Signals: SIGHUP reloads --config; SIGTERM or SIGINT shuts down "
     "gracefully (exit code 0).\n"
-    "Exit codes: 0 clean shutdown, 1 cannot listen or start, 2 bad flags, "
-    "config or token file.\n"
+    "Exit codes: 0 clean shutdown, 1 cannot listen or start, 2 bad flags "
+    "or token file (or an invalid --config with --strict-config). "
+    "--check-config: 0 valid, 2 invalid.\n"
     "Logs: one JSON object per line on stderr.";
 
 // Our flags in the order --help lists them, with a placeholder for the value.
@@ -126,6 +139,8 @@ struct FlagDoc {
 };
 constexpr FlagDoc kFlagDocs[] = {
     {"config", "PATH"},
+    {"strict_config", "BOOL"},
+    {"check_config", "FILE"},
     {"listen", "ADDR[,ADDR...]"},
     {"metrics_listen", "HOST:PORT"},
     {"admin_token_file", "PATH"},
@@ -240,6 +255,82 @@ int ConfigError(absl::string_view message) {
   return breakerd::kExitConfigError;
 }
 
+// Flags of the Abseil library itself that breakerd accepts.
+constexpr absl::string_view kLibraryFlags[] = {
+    "helpfull",   "version", "flagfile",       "fromenv",
+    "tryfromenv", "undefok", "only_check_args"};
+
+// Checks every flag before Abseil parses them: Abseil exits with code 1 on
+// an unknown flag or a bad value, and breakerd's contract for bad flags is
+// code 2 with a log line naming the flag. Returns the first problem, or an
+// empty string.
+std::string CheckFlags(const std::vector<char*>& args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    absl::string_view arg = args[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;  // positional: main says
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    const size_t eq = arg.find('=');
+    const absl::string_view name = arg.substr(0, eq);
+    const bool has_value = eq != absl::string_view::npos;
+    if (std::find(std::begin(kLibraryFlags), std::end(kLibraryFlags), name) !=
+        std::end(kLibraryFlags)) {
+      continue;
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    bool negated = false;
+    if ((flag == nullptr || !IsOurFlagFile(flag->Filename())) &&
+        absl::StartsWith(name, "no")) {
+      flag = absl::FindCommandLineFlag(name.substr(2));
+      negated = true;
+    }
+    if (flag == nullptr || !IsOurFlagFile(flag->Filename())) {
+      return absl::StrCat("--", Dashed(name),
+                          ": unknown flag (see breakerd --help)");
+    }
+    const bool boolean = flag->IsOfType<bool>();
+    if (negated && (!boolean || has_value)) {
+      return absl::StrCat("--", Dashed(name),
+                          ": unknown flag (see breakerd --help)");
+    }
+    std::string value;
+    if (has_value) {
+      value = std::string(arg.substr(eq + 1));
+    } else if (boolean) {
+      continue;
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return absl::StrCat("--", Dashed(name), ": missing value");
+    }
+    // Sets the value as Abseil's parser does again next: a bad value is
+    // caught here, with our exit code.
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return absl::StrCat("--", Dashed(name), ": ", error);
+    }
+  }
+  return std::string();
+}
+
+// breakerd --check-config FILE: every error, one per line, on stderr.
+int CheckConfig(const std::string& path) {
+  absl::StatusOr<std::shared_ptr<const breakerd::PolicySet>> set =
+      breakerd::LoadConfigFile(path);
+  if (!set.ok()) {
+    const std::vector<std::string> errors =
+        breakerd::ConfigErrorLines(set.status());
+    for (const std::string& line : errors) std::cerr << line << "\n";
+    std::cerr << path << ": invalid (" << errors.size()
+              << (errors.size() == 1 ? " error" : " errors") << ")\n";
+    return breakerd::kExitConfigError;
+  }
+  std::cout << path << ": valid (" << (*set)->policies.size()
+            << ((*set)->policies.size() == 1 ? " policy" : " policies")
+            << ", max_breakers " << (*set)->limits.max_breakers << ")\n";
+  return breakerd::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -263,8 +354,15 @@ int main(int argc, char** argv) {
     PrintHelp(std::cout);
     return 0;
   }
+  if (std::string problem = CheckFlags(args); !problem.empty()) {
+    return ConfigError(problem);
+  }
   std::vector<char*> positional =
       absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (const std::string path = absl::GetFlag(FLAGS_check_config);
+      !path.empty()) {
+    return CheckConfig(path);
+  }
   if (positional.size() > 1) {
     std::vector<std::string> extra(positional.begin() + 1, positional.end());
     return ConfigError(
@@ -274,6 +372,7 @@ int main(int argc, char** argv) {
 
   breakerd::ServerOptions options;
   options.config_path = absl::GetFlag(FLAGS_config);
+  options.strict_config = absl::GetFlag(FLAGS_strict_config);
   options.listen.clear();
   for (const std::string& raw : absl::GetFlag(FLAGS_listen)) {
     const absl::string_view address = absl::StripAsciiWhitespace(raw);

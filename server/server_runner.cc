@@ -50,6 +50,7 @@
 #include "server/service/breaker_service.h"
 #include "server/service/watch_hub.h"
 #include "server/state/state_file.h"
+#include "server/state/state_saver.h"
 
 namespace breakerd {
 namespace {
@@ -372,6 +373,11 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
   return std::string(token);
 }
 
+std::string LastGoodConfigPath(const std::string& state_file) {
+  return state_file.empty() ? std::string()
+                            : absl::StrCat(state_file, kLastGoodConfigSuffix);
+}
+
 void LogReload(const ReloadEvent& e) {
   if (e.ok) {
     LogEvent(LogLevel::kInfo, "config_reloaded",
@@ -534,19 +540,26 @@ int ServerRunner::LoadConfig() {
         text.ok()
             ? ParseConfig(*text, options_.config_path)
             : absl::StatusOr<std::shared_ptr<const PolicySet>>(text.status());
-    if (!parsed.ok()) {
+    if (text.ok()) content = *text;
+    if (parsed.ok()) {
+      policies = *std::move(parsed);
+      SaveLastGoodConfig(*content);
+    } else {
       LogEvent(LogLevel::kError, "config_rejected",
                {{"source", options_.config_path},
                 {"trigger", "startup"},
                 {"error", parsed.status().message()}});
-      return kExitConfigError;
+      if (options_.strict_config) return kExitConfigError;
+      // A policy typo must not take the pod down: serve on the last good
+      // config (or the defaults) and say so loudly until the file is fixed.
+      config_valid_.store(false, std::memory_order_relaxed);
+      policies = FallbackConfig();
     }
-    policies = *std::move(parsed);
-    content = *std::move(text);
   }
   LogEvent(
       LogLevel::kInfo, "config_loaded",
       {{"source", policies->source},
+       {"valid", config_valid_.load(std::memory_order_relaxed)},
        {"policies", policies->policies.size()},
        {"max_breakers", policies->limits.max_breakers},
        {"idle_ttl_ms", absl::ToInt64Milliseconds(policies->limits.idle_ttl)}});
@@ -558,11 +571,63 @@ int ServerRunner::LoadConfig() {
       static_cast<size_t>(options_.watch_queue));
   registry_->AddObserver(transition_logger_.get());
   registry_->AddObserver(watch_hub_.get());
+  if (!options_.state_file.empty()) {
+    state_saver_ =
+        std::make_unique<StateSaver>(registry_.get(), options_.state_file);
+    registry_->AddObserver(state_saver_.get());
+  }
   if (!options_.config_path.empty()) {
+    // The content read counts as seen, valid or not: an invalid file is
+    // reported once, and tried again as soon as it changes.
     reloader_ = std::make_unique<ConfigReloader>(
-        options_.config_path, registry_.get(), &LogReload, std::move(content));
+        options_.config_path, registry_.get(),
+        [this](const ReloadEvent& e) { OnReload(e); }, std::move(content));
   }
   return kExitOk;
+}
+
+std::shared_ptr<const PolicySet> ServerRunner::FallbackConfig() {
+  const std::string last_good = LastGoodConfigPath(options_.state_file);
+  if (!last_good.empty()) {
+    absl::StatusOr<std::shared_ptr<const PolicySet>> saved =
+        LoadConfigFile(last_good);
+    if (saved.ok()) {
+      LogEvent(LogLevel::kError, "config_fallback",
+               {{"source", options_.config_path},
+                {"using", last_good},
+                {"reason",
+                 "the config file is invalid; serving on the last "
+                 "good config until it is fixed"}});
+      return *std::move(saved);
+    }
+    if (!absl::IsNotFound(saved.status())) {
+      LogEvent(LogLevel::kWarn, "last_good_config_skipped",
+               {{"path", last_good}, {"error", saved.status().message()}});
+    }
+  }
+  LogEvent(LogLevel::kError, "config_fallback",
+           {{"source", options_.config_path},
+            {"using", "embedded defaults"},
+            {"reason",
+             "the config file is invalid and no last good config is "
+             "kept; serving on the embedded defaults until it is "
+             "fixed"}});
+  return EmbeddedDefaults();
+}
+
+void ServerRunner::OnReload(const ReloadEvent& e) {
+  LogReload(e);
+  config_valid_.store(e.ok, std::memory_order_relaxed);
+  if (e.ok) SaveLastGoodConfig(e.content);
+}
+
+void ServerRunner::SaveLastGoodConfig(absl::string_view content) {
+  const std::string path = LastGoodConfigPath(options_.state_file);
+  if (path.empty()) return;
+  if (absl::Status s = WriteFileAtomically(path, content); !s.ok()) {
+    LogEvent(LogLevel::kWarn, "last_good_config_not_saved",
+             {{"path", path}, {"error", s.message()}});
+  }
 }
 
 int ServerRunner::LoadAdminToken() {
@@ -579,9 +644,38 @@ int ServerRunner::LoadAdminToken() {
     return kExitConfigError;
   }
   admin_token_ = *std::move(token);
+  admin_token_seen_ = *admin_token_;
   LogEvent(LogLevel::kInfo, "admin_enabled",
            {{"token_file", options_.admin_token_file}});
   return kExitOk;
+}
+
+void ServerRunner::ReloadAdminToken() {
+  absl::StatusOr<std::string> token =
+      ReadTokenFile(options_.admin_token_file, "admin-token-file");
+  const std::string seen =
+      token.ok() ? *token : std::string(token.status().message());
+  if (seen == admin_token_seen_) return;
+  admin_token_seen_ = seen;
+  if (!token.ok()) {
+    LogEvent(
+        LogLevel::kError, "admin_token_rejected",
+        {{"error", token.status().message()}, {"kept", "the token in force"}});
+    return;
+  }
+  admin_service_->SetToken(*token);
+  LogEvent(LogLevel::kInfo, "admin_token_reloaded",
+           {{"token_file", options_.admin_token_file}});
+}
+
+void ServerRunner::PersistOverrides() {
+  if (state_saver_ == nullptr) return;
+  absl::StatusOr<size_t> saved = state_saver_->SaveIfStale();
+  if (!saved.ok()) {
+    LogEvent(
+        LogLevel::kError, "state_save_failed",
+        {{"path", options_.state_file}, {"error", saved.status().message()}});
+  }
 }
 
 void ServerRunner::RestoreState() {
@@ -606,17 +700,17 @@ void ServerRunner::RestoreState() {
 }
 
 void ServerRunner::SaveState() {
-  if (options_.state_file.empty()) return;
-  const std::vector<SavedBreaker> breakers =
-      CollectState(*registry_, absl::Now());
-  if (absl::Status s = WriteStateFile(options_.state_file, breakers); !s.ok()) {
-    LogEvent(LogLevel::kError, "state_save_failed",
-             {{"path", options_.state_file}, {"error", s.message()}});
+  if (state_saver_ == nullptr) return;
+  absl::StatusOr<size_t> saved = state_saver_->Save();
+  if (!saved.ok()) {
+    LogEvent(
+        LogLevel::kError, "state_save_failed",
+        {{"path", options_.state_file}, {"error", saved.status().message()}});
     return;
   }
   LogEvent(LogLevel::kInfo, "state_saved",
            {{"path", options_.state_file},
-            {"breakers", static_cast<int64_t>(breakers.size())}});
+            {"breakers", static_cast<int64_t>(*saved)}});
 }
 
 int ServerRunner::StartFleet() {
@@ -688,6 +782,8 @@ int ServerRunner::StartGrpc() {
       trace_.get());
   admin_service_ = std::make_unique<AdminServiceImpl>(
       registry_.get(), admin_token_, &rpc_stats_);
+  // An override is on disk before the operator hears it took.
+  admin_service_->SetAfterOverride([this] { PersistOverrides(); });
 
   TakeDiagnostics();
   grpc::EnableDefaultHealthCheckService(true);
@@ -746,6 +842,9 @@ int ServerRunner::StartMetrics() {
     stats.reload_successes = [reloader] { return reloader->successes(); };
     stats.reload_failures = [reloader] { return reloader->failures(); };
   }
+  stats.config_valid = [this] {
+    return config_valid_.load(std::memory_order_relaxed);
+  };
   WatchHub* hub = watch_hub_.get();
   stats.watch_streams = [hub] {
     return static_cast<uint64_t>(hub->active_streams());
@@ -947,9 +1046,13 @@ void ServerRunner::StopMaintenanceThread() {
 
 void ServerRunner::MaintenanceLoop() {
   const Clock* clock = MonotonicClock::Get();
-  const absl::Duration poll = reloader_ != nullptr
-                                  ? options_.config_poll_interval
-                                  : absl::ZeroDuration();
+  // The poll re-reads the config and the admin token files and writes the
+  // state file for overrides applied from the fleet.
+  const bool poll_needed = reloader_ != nullptr ||
+                           !options_.admin_token_file.empty() ||
+                           state_saver_ != nullptr;
+  const absl::Duration poll =
+      poll_needed ? options_.config_poll_interval : absl::ZeroDuration();
   const absl::Duration evict = options_.evict_interval;
   absl::Time next_poll = poll > absl::ZeroDuration() ? clock->Now() + poll
                                                      : absl::InfiniteFuture();
@@ -967,7 +1070,11 @@ void ServerRunner::MaintenanceLoop() {
     }
     const absl::Time now = clock->Now();
     if (now >= next_poll) {
-      reloader_->ReloadIfChanged().IgnoreError();  // logged by LogReload
+      if (reloader_ != nullptr) {
+        reloader_->ReloadIfChanged().IgnoreError();  // logged by OnReload
+      }
+      if (!options_.admin_token_file.empty()) ReloadAdminToken();
+      PersistOverrides();
       next_poll = clock->Now() + poll;
     }
     if (now >= next_evict) {

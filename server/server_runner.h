@@ -17,6 +17,7 @@
 #ifndef BREAKERD_SERVER_SERVER_RUNNER_H_
 #define BREAKERD_SERVER_SERVER_RUNNER_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,10 +47,17 @@ class AdminServiceImpl;
 class BreakerServiceImpl;
 class ConfigReloader;
 class FleetSync;
+struct PolicySet;
+struct ReloadEvent;
 class Registry;
+class StateSaver;
 class RegistryCollector;
 class TransitionLogger;
 class WatchHub;
+
+// The last config applied, kept beside --state-file for a start on an
+// invalid --config.
+inline constexpr absl::string_view kLastGoodConfigSuffix = ".last-good-config";
 
 // Process exit codes.
 inline constexpr int kExitOk = 0;            // clean shutdown
@@ -60,6 +68,10 @@ struct ServerOptions {
   // YAML policy file. Empty: the embedded defaults apply and SIGHUP has
   // nothing to reload.
   std::string config_path;
+  // An invalid config_path at start: false (default) runs on the last good
+  // config (kept beside state_file) or the embedded defaults, with
+  // breakerd_config_valid 0; true exits with kExitConfigError.
+  bool strict_config = false;
   // gRPC listen addresses: "host:port" (IPv6 as "[::1]:port") or
   // "unix:/path/to.sock". Port 0 picks a free port. Must not be empty.
   std::vector<std::string> listen = {"127.0.0.1:50051"};
@@ -79,12 +91,15 @@ struct ServerOptions {
   absl::Duration shutdown_grace = absl::Seconds(10);
   // Where accepted Reports are traced (JSON Lines); empty: no trace.
   std::string trace_file;
-  // Bound on the trace file's size, in bytes.
-  int64_t trace_max_bytes = int64_t{64} << 20;
+  // Bound on the trace file's size, in bytes (fits the 16Mi emptyDir of
+  // the Kubernetes manifests).
+  int64_t trace_max_bytes = int64_t{8} << 20;
   // Reported in the serving line and breakerd_build_info.
   std::string version = "dev";
-  // Where breakers that are not plain closed are written on shutdown and
-  // read back on start; empty: none.
+  // Where breakers that are not plain closed are written on shutdown (and
+  // whenever an operator override changes) and read back on start; the last
+  // good config is kept beside it (state_file + kLastGoodConfigSuffix).
+  // Empty: none.
   std::string state_file;
   // Open entries of the state file whose cooldown ended longer ago than
   // this are skipped.
@@ -156,7 +171,19 @@ class ServerRunner {
   // Startup steps; each returns kExitOk or the exit code to stop with.
   int ParseAddresses();
   int LoadConfig();
+  // An invalid --config at start (not strict): the last good config, else
+  // the embedded defaults.
+  std::shared_ptr<const PolicySet> FallbackConfig();
+  // After each reload attempt: breakerd_config_valid, the last good config.
+  void OnReload(const ReloadEvent& e);
+  // Keeps a copy of an applied config beside --state-file.
+  void SaveLastGoodConfig(absl::string_view content);
   int LoadAdminToken();
+  // Re-reads --admin-token-file; a changed valid token replaces the old one
+  // (a rotated Secret), a bad file is logged once and the old token stays.
+  void ReloadAdminToken();
+  // Writes the --state-file if an override changed (logged on failure).
+  void PersistOverrides();
   // Fleet mode (--redis): the store's thread starts connecting; serving
   // does not wait for it.
   int StartFleet();
@@ -186,6 +213,13 @@ class ServerRunner {
 
   // Set during startup (main thread), then only read.
   std::optional<std::string> admin_token_;
+  // Maintenance thread only: the admin token file's last content (or read
+  // error) seen.
+  std::string admin_token_seen_;
+  // breakerd_config_valid.
+  std::atomic<bool> config_valid_{true};
+  // --state-file: rewritten when an override changes; null without it.
+  std::unique_ptr<StateSaver> state_saver_;
   std::vector<Listener> listeners_;
   std::string metrics_host_;     // from --metrics-listen
   int metrics_port_ = 0;         // as given (0: any)

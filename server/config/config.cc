@@ -4,21 +4,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <exception>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/config/yaml_events.h"
@@ -30,30 +34,132 @@ namespace {
 // ---------------------------------------------------------------------------
 // Error reporting
 
-// Where the text came from, for every message.
-struct Context {
-  std::string source;
+// `text` with its control characters written as C escapes, so that an error
+// stays on one line whatever a scalar or key in the file holds.
+std::string OneLine(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out.push_back(c);
+    } else if (c == '\n') {
+      out.append("\\n");
+    } else if (c == '\r') {
+      out.append("\\r");
+    } else if (c == '\t') {
+      out.append("\\t");
+    } else {
+      out.append(absl::StrCat("\\x", absl::Hex(u, absl::kZeroPad2)));
+    }
+  }
+  return out;
+}
+
+// One parse: where the text came from, and every content error found so
+// far. Validation records an error and carries on with the next key, so
+// that one pass reports everything; status() gives them all at the end.
+class Context {
+ public:
+  explicit Context(absl::string_view source) : source_(source) {}
+
+  const std::string& source() const { return source_; }
+
+  // "source:line", or the source alone when yaml-cpp gave no position.
+  std::string Where(const YAML::Mark& mark) const {
+    std::string where = source_;
+    if (mark.line >= 0) absl::StrAppend(&where, ":", mark.line + 1);
+    return where;
+  }
+
+  // Records "source:line: path: rule" for the value of the key at `mark`,
+  // which is invalid in itself: it is not applied, and IsInvalid(path) is
+  // true from now on.
+  void Error(const YAML::Mark& mark, absl::string_view path,
+             absl::string_view rule) {
+    Record(mark, path, rule);
+    invalid_.emplace(path);
+  }
+
+  // Records an error for a value that is valid in itself but conflicts
+  // with another key's (cooldown.max below cooldown.base): the value stays
+  // usable for checks against other keys.
+  void ConflictError(const YAML::Mark& mark, absl::string_view path,
+                     absl::string_view rule) {
+    Record(mark, path, rule);
+  }
+
+  // True if Error was called for `path` or for a map or list holding it
+  // ("defaults.cooldown" holds "defaults.cooldown.base"). Checks that relate
+  // two keys use it to stay quiet about a key already reported.
+  bool IsInvalid(absl::string_view path) const {
+    for (size_t i = 0; i < path.size(); ++i) {
+      if ((path[i] == '.' || path[i] == '[') &&
+          invalid_.find(path.substr(0, i)) != invalid_.end()) {
+        return true;
+      }
+    }
+    return invalid_.find(path) != invalid_.end();
+  }
+
+  // OK if nothing was recorded; otherwise INVALID_ARGUMENT whose message is
+  // every error, in file order (line, then column; errors without a
+  // position last), each once, joined by "\n".
+  absl::Status status() const {
+    if (errors_.empty()) return absl::OkStatus();
+    std::vector<const Recorded*> sorted;
+    sorted.reserve(errors_.size());
+    for (const Recorded& e : errors_) sorted.push_back(&e);
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const Recorded* a, const Recorded* b) {
+                       return Position(a->mark) < Position(b->mark);
+                     });
+    std::set<absl::string_view> seen;
+    std::vector<absl::string_view> lines;
+    for (const Recorded* e : sorted) {
+      if (seen.insert(e->message).second) lines.push_back(e->message);
+    }
+    std::string more;
+    if (lines.size() > kMaxConfigErrors) {
+      more = absl::StrCat("\n", source_, ": ", lines.size() - kMaxConfigErrors,
+                          " more errors not shown (fix the first ",
+                          kMaxConfigErrors, ")");
+      lines.resize(kMaxConfigErrors);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(absl::StrJoin(lines, "\n"), more));
+  }
+
+ private:
+  struct Recorded {
+    YAML::Mark mark;
+    std::string message;
+  };
+
+  void Record(const YAML::Mark& mark, absl::string_view path,
+              absl::string_view rule) {
+    errors_.push_back({mark, absl::StrCat(Where(mark), ": ", OneLine(path),
+                                          ": ", OneLine(rule))});
+  }
+
+  static std::pair<int64_t, int64_t> Position(const YAML::Mark& mark) {
+    if (mark.line < 0) return {INT64_MAX, 0};
+    return {mark.line, mark.column};
+  }
+
+  const std::string source_;
+  std::vector<Recorded> errors_;
+  // The paths given to Error.
+  std::set<std::string, std::less<>> invalid_;
 };
 
-// "source:line", or the source alone when yaml-cpp gave no position.
-std::string Where(const Context& ctx, const YAML::Mark& mark) {
-  std::string where = ctx.source;
-  if (mark.line >= 0) absl::StrAppend(&where, ":", mark.line + 1);
-  return where;
-}
-
-absl::Status Error(const Context& ctx, const YAML::Mark& mark,
-                   absl::string_view path, absl::string_view rule) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(Where(ctx, mark), ": ", path, ": ", rule));
-}
-
-// A YAML syntax error: the text is not YAML at all.
+// A YAML syntax error: the text is not YAML at all, and cannot be read past
+// the error, so it is the only one reported.
 absl::Status YamlError(const Context& ctx, const YAML::Mark& mark,
                        absl::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat(Where(ctx, mark),
-                                                 ": invalid YAML at column ",
-                                                 mark.column + 1, ": ", msg));
+  return absl::InvalidArgumentError(
+      absl::StrCat(ctx.Where(mark), ": invalid YAML at column ",
+                   mark.column + 1, ": ", OneLine(msg)));
 }
 
 // True if the last document of `starts` begins where the one before it
@@ -124,45 +230,49 @@ struct Field {
 };
 using Fields = std::map<std::string, Field, std::less<>>;
 
-// Reads the map at `path` (written at `mark`). A null node (a key with
-// nothing under it) is an empty map. Refuses non-maps, non-scalar keys,
-// duplicate keys and keys outside `known`.
-absl::Status ReadMap(const Context& ctx, const YAML::Node& node,
-                     const YAML::Mark& mark, const std::string& path,
-                     absl::Span<const absl::string_view> known,
-                     Fields* fields) {
+// Reads the map at `path` (written at `mark`) into *fields. A null node (a
+// key with nothing under it) is an empty map. Records an error for a
+// non-map (and leaves *fields empty), and for each non-scalar, duplicate
+// (the first one is kept) or unknown key (left out of *fields).
+// Returns false if the node is not a map at all.
+bool ReadMap(Context* ctx, const YAML::Node& node, const YAML::Mark& mark,
+             const std::string& path, absl::Span<const absl::string_view> known,
+             Fields* fields) {
   fields->clear();
-  if (node.IsNull()) return absl::OkStatus();
+  if (node.IsNull()) return true;
   if (!node.IsMap()) {
-    return Error(
-        ctx, mark, path.empty() ? "(top level)" : path,
+    ctx->Error(
+        mark, path.empty() ? "(top level)" : path,
         absl::StrCat("must be a map with keys ", absl::StrJoin(known, ", "),
                      " (got ", Describe(node), ")"));
+    return false;
   }
   for (const auto& kv : node) {
     const YAML::Node& key = kv.first;
     if (!key.IsScalar()) {
-      return Error(
-          ctx, key.Mark(), path.empty() ? "(top level)" : path,
+      ctx->Error(
+          key.Mark(), path.empty() ? "(top level)" : path,
           absl::StrCat("keys must be plain names (got ", Describe(key), ")"));
+      continue;
     }
     const std::string& name = key.Scalar();
     const std::string key_path = Join(path, name);
     bool is_known = false;
     for (absl::string_view k : known) is_known = is_known || k == name;
     if (!is_known) {
-      return Error(ctx, key.Mark(), key_path,
-                   absl::StrCat("unknown key (known: ",
-                                absl::StrJoin(known, ", "), ")"));
+      ctx->Error(key.Mark(), key_path,
+                 absl::StrCat(
+                     "unknown key (known: ", absl::StrJoin(known, ", "), ")"));
+      continue;
     }
     auto [it, inserted] = fields->emplace(name, Field{key.Mark(), kv.second});
     if (!inserted) {
-      return Error(ctx, key.Mark(), key_path,
-                   absl::StrCat("duplicate key (first given on line ",
-                                it->second.mark.line + 1, ")"));
+      ctx->Error(key.Mark(), key_path,
+                 absl::StrCat("duplicate key (first given on line ",
+                              it->second.mark.line + 1, ")"));
     }
   }
-  return absl::OkStatus();
+  return true;
 }
 
 const Field* Find(const Fields& fields, absl::string_view key) {
@@ -172,43 +282,43 @@ const Field* Find(const Fields& fields, absl::string_view key) {
 
 // ---------------------------------------------------------------------------
 // Leaves. Each Set* leaves *out untouched when `key` is absent from `fields`
-// (the inherited value stays), and otherwise parses, range-checks and stores.
+// (the inherited value stays), and otherwise parses, range-checks and
+// stores, or records an error and leaves *out untouched.
 
-absl::Status SetInt(const Context& ctx, const Fields& fields,
-                    const std::string& path, absl::string_view key, int64_t min,
-                    int64_t max, uint32_t* out) {
+void SetInt(Context* ctx, const Fields& fields, const std::string& path,
+            absl::string_view key, int64_t min, int64_t max, uint32_t* out) {
   const Field* f = Find(fields, key);
-  if (f == nullptr) return absl::OkStatus();
+  if (f == nullptr) return;
   const std::string key_path = Join(path, key);
   int64_t v = 0;
   if (!f->value.IsScalar() || !absl::SimpleAtoi(f->value.Scalar(), &v)) {
-    return Error(
-        ctx, f->mark, key_path,
+    ctx->Error(
+        f->mark, key_path,
         absl::StrCat("must be an integer (got ", Describe(f->value), ")"));
+    return;
   }
   if (v < min || v > max) {
-    return Error(ctx, f->mark, key_path,
-                 absl::StrCat("must be between ", min, " and ", max, " (got ",
-                              f->value.Scalar(), ")"));
+    ctx->Error(f->mark, key_path,
+               absl::StrCat("must be between ", min, " and ", max, " (got ",
+                            f->value.Scalar(), ")"));
+    return;
   }
   *out = static_cast<uint32_t>(v);
-  return absl::OkStatus();
 }
 
 // A number in [min, max], or [min, max) if `max_exclusive`.
-absl::Status SetNumber(const Context& ctx, const Fields& fields,
-                       const std::string& path, absl::string_view key,
-                       double min, double max, bool max_exclusive,
-                       double* out) {
+void SetNumber(Context* ctx, const Fields& fields, const std::string& path,
+               absl::string_view key, double min, double max,
+               bool max_exclusive, double* out) {
   const Field* f = Find(fields, key);
-  if (f == nullptr) return absl::OkStatus();
+  if (f == nullptr) return;
   const std::string key_path = Join(path, key);
   double v = 0;
   if (!f->value.IsScalar() || !absl::SimpleAtod(f->value.Scalar(), &v) ||
       !std::isfinite(v)) {
-    return Error(
-        ctx, f->mark, key_path,
-        absl::StrCat("must be a number (got ", Describe(f->value), ")"));
+    ctx->Error(f->mark, key_path,
+               absl::StrCat("must be a number (got ", Describe(f->value), ")"));
+    return;
   }
   if (v < min || v > max || (max_exclusive && v == max)) {
     const std::string range =
@@ -216,12 +326,12 @@ absl::Status SetNumber(const Context& ctx, const Fields& fields,
                                      " and less than ", FormatNumber(max))
                       : absl::StrCat("between ", FormatNumber(min), " and ",
                                      FormatNumber(max));
-    return Error(
-        ctx, f->mark, key_path,
+    ctx->Error(
+        f->mark, key_path,
         absl::StrCat("must be ", range, " (got ", f->value.Scalar(), ")"));
+    return;
   }
   *out = v;
-  return absl::OkStatus();
 }
 
 constexpr absl::string_view kDurationUnits =
@@ -248,24 +358,24 @@ std::optional<std::string> ParseDurationText(absl::string_view text,
 }
 
 // A duration in [min, max], or (0, max] if `min` is zero.
-absl::Status SetDuration(const Context& ctx, const Fields& fields,
-                         const std::string& path, absl::string_view key,
-                         absl::Duration min, absl::Duration max,
-                         absl::Duration* out) {
+void SetDuration(Context* ctx, const Fields& fields, const std::string& path,
+                 absl::string_view key, absl::Duration min, absl::Duration max,
+                 absl::Duration* out) {
   const Field* f = Find(fields, key);
-  if (f == nullptr) return absl::OkStatus();
+  if (f == nullptr) return;
   const std::string key_path = Join(path, key);
   if (!f->value.IsScalar()) {
-    return Error(
-        ctx, f->mark, key_path,
-        absl::StrCat("must be a duration with a unit, ", kDurationUnits,
-                     " (got ", Describe(f->value), ")"));
+    ctx->Error(f->mark, key_path,
+               absl::StrCat("must be a duration with a unit, ", kDurationUnits,
+                            " (got ", Describe(f->value), ")"));
+    return;
   }
   absl::Duration d;
   if (std::optional<std::string> why =
           ParseDurationText(f->value.Scalar(), &d)) {
-    return Error(ctx, f->mark, key_path,
-                 absl::StrCat(*why, " (got ", Describe(f->value), ")"));
+    ctx->Error(f->mark, key_path,
+               absl::StrCat(*why, " (got ", Describe(f->value), ")"));
+    return;
   }
   const bool too_small = min == absl::ZeroDuration() ? d <= min : d < min;
   if (too_small || d > max) {
@@ -275,55 +385,50 @@ absl::Status SetDuration(const Context& ctx, const Fields& fields,
                            absl::FormatDuration(max))
             : absl::StrCat("between ", absl::FormatDuration(min), " and ",
                            absl::FormatDuration(max));
-    return Error(
-        ctx, f->mark, key_path,
+    ctx->Error(
+        f->mark, key_path,
         absl::StrCat("must be ", range, " (got ", f->value.Scalar(), ")"));
+    return;
   }
   *out = d;
-  return absl::OkStatus();
 }
 
 // One of the names in `choices`, stored as its value.
 template <typename T>
-absl::Status SetEnum(
-    const Context& ctx, const Fields& fields, const std::string& path,
-    absl::string_view key,
-    std::initializer_list<std::pair<absl::string_view, T>> choices, T* out) {
+void SetEnum(Context* ctx, const Fields& fields, const std::string& path,
+             absl::string_view key,
+             std::initializer_list<std::pair<absl::string_view, T>> choices,
+             T* out) {
   const Field* f = Find(fields, key);
-  if (f == nullptr) return absl::OkStatus();
+  if (f == nullptr) return;
   if (f->value.IsScalar()) {
     for (const auto& [name, value] : choices) {
       if (f->value.Scalar() == name) {
         *out = value;
-        return absl::OkStatus();
+        return;
       }
     }
   }
   std::vector<absl::string_view> names;
   for (const auto& choice : choices) names.push_back(choice.first);
-  return Error(ctx, f->mark, Join(path, key),
-               absl::StrCat("must be one of ", absl::StrJoin(names, ", "),
-                            " (got ", Describe(f->value), ")"));
+  ctx->Error(f->mark, Join(path, key),
+             absl::StrCat("must be one of ", absl::StrJoin(names, ", "),
+                          " (got ", Describe(f->value), ")"));
 }
 
-// Reads the nested map under `key`, if present, into *sub (empty if absent).
-absl::Status SubMap(const Context& ctx, const Fields& fields,
-                    const std::string& path, absl::string_view key,
-                    absl::Span<const absl::string_view> known, Fields* sub) {
+// Reads the nested map under `key`, if present, into *sub (empty if absent
+// or not a map).
+void SubMap(Context* ctx, const Fields& fields, const std::string& path,
+            absl::string_view key, absl::Span<const absl::string_view> known,
+            Fields* sub) {
   sub->clear();
   const Field* f = Find(fields, key);
-  if (f == nullptr) return absl::OkStatus();
-  return ReadMap(ctx, f->value, f->mark, Join(path, key), known, sub);
+  if (f == nullptr) return;
+  ReadMap(ctx, f->value, f->mark, Join(path, key), known, sub);
 }
 
 // ---------------------------------------------------------------------------
 // Policies
-
-#define BREAKERD_RETURN_IF_ERROR(expr)                 \
-  do {                                                 \
-    absl::Status breakerd_status = (expr);             \
-    if (!breakerd_status.ok()) return breakerd_status; \
-  } while (false)
 
 constexpr absl::string_view kPolicyKeys[] = {
     "mode",         "consecutive_failures",
@@ -335,94 +440,107 @@ constexpr absl::string_view kPolicyKeysWithMatch[] = {
     "failure_rate", "slow_call_rate", "cooldown",
     "probe",        "rate_limited",   "retry_budget"};
 
+// Checks cooldown.max >= cooldown.base after `sub` (the cooldown map at
+// `sub_path`) was applied to *p. A pair both inherited was checked where it
+// was written, so only a pair with at least one key given in `sub` is
+// checked, and only if neither key was reported invalid, here or in the map
+// at `inherited_path` (empty for the built-in defaults) where the other was
+// inherited from. So a bad base or max is reported once, by its own rule,
+// and a bad defaults block does not produce an error in every policy.
+void CheckCooldownOrder(Context* ctx, const Fields& sub,
+                        const std::string& sub_path,
+                        const std::string& inherited_path, const Policy& p) {
+  const Field* base = Find(sub, "base");
+  const Field* max = Find(sub, "max");
+  if (p.cooldown.max >= p.cooldown.base ||
+      (base == nullptr && max == nullptr)) {
+    return;
+  }
+  auto valid = [&](absl::string_view key, const Field* given) {
+    if (given != nullptr) return !ctx->IsInvalid(Join(sub_path, key));
+    return inherited_path.empty() ||
+           !ctx->IsInvalid(Join(Join(inherited_path, "cooldown"), key));
+  };
+  if (!valid("base", base) || !valid("max", max)) return;
+  // Name the one written in this map (max if both are).
+  if (max != nullptr) {
+    ctx->ConflictError(
+        max->mark, Join(sub_path, "max"),
+        absl::StrCat("must be at least cooldown.base (got ",
+                     max->value.Scalar(), ", base ",
+                     absl::FormatDuration(p.cooldown.base), ")"));
+    return;
+  }
+  ctx->ConflictError(
+      base->mark, Join(sub_path, "base"),
+      absl::StrCat("must be at most cooldown.max (got ", base->value.Scalar(),
+                   ", max ", absl::FormatDuration(p.cooldown.max), ")"));
+}
+
 // Applies the keys present in `fields` (a defaults or policies[i] map at
-// `path`) on top of *p, which holds the inherited values.
-absl::Status ApplyPolicyFields(const Context& ctx, const Fields& fields,
-                               const std::string& path, Policy* p) {
-  BREAKERD_RETURN_IF_ERROR(SetEnum<Mode>(
-      ctx, fields, path, "mode",
-      {{"enforce", Mode::kEnforce}, {"shadow", Mode::kShadow}}, &p->mode));
-  BREAKERD_RETURN_IF_ERROR(SetInt(ctx, fields, path, "consecutive_failures", 0,
-                                  1000000, &p->consecutive_failures));
+// `path`) on top of *p, which holds the values inherited from the map at
+// `inherited_path` (empty for the built-in defaults). Records an error for
+// each bad key and applies the others.
+void ApplyPolicyFields(Context* ctx, const Fields& fields,
+                       const std::string& path,
+                       const std::string& inherited_path, Policy* p) {
+  SetEnum<Mode>(ctx, fields, path, "mode",
+                {{"enforce", Mode::kEnforce}, {"shadow", Mode::kShadow}},
+                &p->mode);
+  SetInt(ctx, fields, path, "consecutive_failures", 0, 1000000,
+         &p->consecutive_failures);
 
   Fields sub;
   std::string sub_path = Join(path, "failure_rate");
-  BREAKERD_RETURN_IF_ERROR(SubMap(ctx, fields, path, "failure_rate",
-                                  {"threshold", "min_calls", "window"}, &sub));
-  BREAKERD_RETURN_IF_ERROR(SetNumber(ctx, sub, sub_path, "threshold", 0, 1,
-                                     false, &p->failure_rate.threshold));
-  BREAKERD_RETURN_IF_ERROR(SetInt(ctx, sub, sub_path, "min_calls", 1, 1000000,
-                                  &p->failure_rate.min_calls));
-  BREAKERD_RETURN_IF_ERROR(SetDuration(ctx, sub, sub_path, "window",
-                                       absl::Seconds(1), absl::Hours(1),
-                                       &p->failure_rate.window));
+  SubMap(ctx, fields, path, "failure_rate",
+         {"threshold", "min_calls", "window"}, &sub);
+  SetNumber(ctx, sub, sub_path, "threshold", 0, 1, false,
+            &p->failure_rate.threshold);
+  SetInt(ctx, sub, sub_path, "min_calls", 1, 1000000,
+         &p->failure_rate.min_calls);
+  SetDuration(ctx, sub, sub_path, "window", absl::Seconds(1), absl::Hours(1),
+              &p->failure_rate.window);
 
   sub_path = Join(path, "slow_call_rate");
-  BREAKERD_RETURN_IF_ERROR(SubMap(ctx, fields, path, "slow_call_rate",
-                                  {"threshold", "min_calls", "duration"},
-                                  &sub));
-  BREAKERD_RETURN_IF_ERROR(SetNumber(ctx, sub, sub_path, "threshold", 0, 1,
-                                     false, &p->slow_call_rate.threshold));
-  BREAKERD_RETURN_IF_ERROR(SetInt(ctx, sub, sub_path, "min_calls", 1, 1000000,
-                                  &p->slow_call_rate.min_calls));
-  BREAKERD_RETURN_IF_ERROR(SetDuration(ctx, sub, sub_path, "duration",
-                                       absl::ZeroDuration(), absl::Hours(1),
-                                       &p->slow_call_rate.duration));
+  SubMap(ctx, fields, path, "slow_call_rate",
+         {"threshold", "min_calls", "duration"}, &sub);
+  SetNumber(ctx, sub, sub_path, "threshold", 0, 1, false,
+            &p->slow_call_rate.threshold);
+  SetInt(ctx, sub, sub_path, "min_calls", 1, 1000000,
+         &p->slow_call_rate.min_calls);
+  SetDuration(ctx, sub, sub_path, "duration", absl::ZeroDuration(),
+              absl::Hours(1), &p->slow_call_rate.duration);
 
   sub_path = Join(path, "cooldown");
-  BREAKERD_RETURN_IF_ERROR(
-      SubMap(ctx, fields, path, "cooldown", {"base", "max", "jitter"}, &sub));
-  BREAKERD_RETURN_IF_ERROR(SetDuration(ctx, sub, sub_path, "base",
-                                       absl::Milliseconds(1), absl::Hours(24),
-                                       &p->cooldown.base));
-  BREAKERD_RETURN_IF_ERROR(SetDuration(ctx, sub, sub_path, "max",
-                                       absl::Milliseconds(1), absl::Hours(24),
-                                       &p->cooldown.max));
-  if (p->cooldown.max < p->cooldown.base) {
-    // One of the two was given here (the inherited pair was consistent);
-    // name the one written in this map.
-    if (const Field* max = Find(sub, "max")) {
-      return Error(ctx, max->mark, Join(sub_path, "max"),
-                   absl::StrCat("must be at least cooldown.base (got ",
-                                max->value.Scalar(), ", base ",
-                                absl::FormatDuration(p->cooldown.base), ")"));
-    }
-    const Field* base = Find(sub, "base");
-    return Error(
-        ctx, base->mark, Join(sub_path, "base"),
-        absl::StrCat("must be at most cooldown.max (got ", base->value.Scalar(),
-                     ", max ", absl::FormatDuration(p->cooldown.max), ")"));
-  }
-  BREAKERD_RETURN_IF_ERROR(
-      SetNumber(ctx, sub, sub_path, "jitter", 0, 1, true, &p->cooldown.jitter));
+  SubMap(ctx, fields, path, "cooldown", {"base", "max", "jitter"}, &sub);
+  SetDuration(ctx, sub, sub_path, "base", absl::Milliseconds(1),
+              absl::Hours(24), &p->cooldown.base);
+  SetDuration(ctx, sub, sub_path, "max", absl::Milliseconds(1), absl::Hours(24),
+              &p->cooldown.max);
+  CheckCooldownOrder(ctx, sub, sub_path, inherited_path, *p);
+  SetNumber(ctx, sub, sub_path, "jitter", 0, 1, true, &p->cooldown.jitter);
 
   sub_path = Join(path, "probe");
-  BREAKERD_RETURN_IF_ERROR(SubMap(ctx, fields, path, "probe",
-                                  {"lease", "required_successes"}, &sub));
-  BREAKERD_RETURN_IF_ERROR(SetDuration(ctx, sub, sub_path, "lease",
-                                       absl::Milliseconds(1), absl::Hours(1),
-                                       &p->probe.lease));
-  BREAKERD_RETURN_IF_ERROR(SetInt(ctx, sub, sub_path, "required_successes", 1,
-                                  1000, &p->probe.required_successes));
+  SubMap(ctx, fields, path, "probe", {"lease", "required_successes"}, &sub);
+  SetDuration(ctx, sub, sub_path, "lease", absl::Milliseconds(1),
+              absl::Hours(1), &p->probe.lease);
+  SetInt(ctx, sub, sub_path, "required_successes", 1, 1000,
+         &p->probe.required_successes);
 
-  BREAKERD_RETURN_IF_ERROR(
-      SetEnum<RateLimitedHandling>(ctx, fields, path, "rate_limited",
-                                   {{"count", RateLimitedHandling::kCount},
-                                    {"ignore", RateLimitedHandling::kIgnore}},
-                                   &p->rate_limited));
+  SetEnum<RateLimitedHandling>(ctx, fields, path, "rate_limited",
+                               {{"count", RateLimitedHandling::kCount},
+                                {"ignore", RateLimitedHandling::kIgnore}},
+                               &p->rate_limited);
 
   sub_path = Join(path, "retry_budget");
-  BREAKERD_RETURN_IF_ERROR(SubMap(ctx, fields, path, "retry_budget",
-                                  {"ratio", "min_per_second", "ttl"}, &sub));
-  BREAKERD_RETURN_IF_ERROR(SetNumber(ctx, sub, sub_path, "ratio", 0, 1000,
-                                     false, &p->retry_budget.ratio));
-  BREAKERD_RETURN_IF_ERROR(SetNumber(ctx, sub, sub_path, "min_per_second", 0,
-                                     1000000, false,
-                                     &p->retry_budget.min_per_second));
-  BREAKERD_RETURN_IF_ERROR(SetDuration(ctx, sub, sub_path, "ttl",
-                                       absl::Seconds(1), absl::Hours(1),
-                                       &p->retry_budget.ttl));
-  return absl::OkStatus();
+  SubMap(ctx, fields, path, "retry_budget", {"ratio", "min_per_second", "ttl"},
+         &sub);
+  SetNumber(ctx, sub, sub_path, "ratio", 0, 1000, false,
+            &p->retry_budget.ratio);
+  SetNumber(ctx, sub, sub_path, "min_per_second", 0, 1000000, false,
+            &p->retry_budget.min_per_second);
+  SetDuration(ctx, sub, sub_path, "ttl", absl::Seconds(1), absl::Hours(1),
+              &p->retry_budget.ttl);
 }
 
 bool IsMatchByte(char c) {
@@ -430,15 +548,17 @@ bool IsMatchByte(char c) {
          c == '/' || c == '@' || c == '-' || c == '*';
 }
 
-absl::Status SetMatch(const Context& ctx, const Fields& fields,
-                      const std::string& path, const YAML::Mark& policy_mark,
-                      std::string* out) {
+// Stores the policy's `match` in *out. Returns false (recording an error)
+// if it is missing or not a valid pattern.
+bool SetMatch(Context* ctx, const Fields& fields, const std::string& path,
+              const YAML::Mark& policy_mark, std::string* out) {
   const Field* f = Find(fields, "match");
   const std::string key_path = Join(path, "match");
   if (f == nullptr) {
-    return Error(ctx, policy_mark, key_path,
-                 "required (the dependency name or glob this policy applies "
-                 "to)");
+    ctx->Error(policy_mark, key_path,
+               "required (the dependency name or glob this policy applies "
+               "to)");
+    return false;
   }
   bool ok = f->value.IsScalar() && !f->value.Scalar().empty() &&
             f->value.Scalar().size() <= kMaxMatchLength;
@@ -446,25 +566,26 @@ absl::Status SetMatch(const Context& ctx, const Fields& fields,
     for (char c : f->value.Scalar()) ok = ok && IsMatchByte(c);
   }
   if (!ok) {
-    return Error(ctx, f->mark, key_path,
-                 absl::StrCat("must be 1-", kMaxMatchLength,
-                              " bytes of [A-Za-z0-9._:/@-] and '*' (got ",
-                              Describe(f->value), ")"));
+    ctx->Error(f->mark, key_path,
+               absl::StrCat("must be 1-", kMaxMatchLength,
+                            " bytes of [A-Za-z0-9._:/@-] and '*' (got ",
+                            Describe(f->value), ")"));
+    return false;
   }
   *out = f->value.Scalar();
-  return absl::OkStatus();
+  return true;
 }
 
-absl::Status ParsePolicies(const Context& ctx, const Field& field,
-                           const Policy& defaults,
-                           std::vector<std::shared_ptr<const Policy>>* out) {
+void ParsePolicies(Context* ctx, const Field& field, const Policy& defaults,
+                   std::vector<std::shared_ptr<const Policy>>* out) {
   const YAML::Node& node = field.value;
-  if (node.IsNull()) return absl::OkStatus();
+  if (node.IsNull()) return;
   if (!node.IsSequence()) {
-    return Error(ctx, field.mark, "policies",
-                 absl::StrCat("must be a list of policies, each with a match "
-                              "(got ",
-                              Describe(node), ")"));
+    ctx->Error(field.mark, "policies",
+               absl::StrCat("must be a list of policies, each with a match "
+                            "(got ",
+                            Describe(node), ")"));
+    return;
   }
   // match -> index of the policy that first used it.
   std::map<std::string, size_t, std::less<>> seen;
@@ -472,61 +593,56 @@ absl::Status ParsePolicies(const Context& ctx, const Field& field,
     const YAML::Node item = node[i];
     const std::string path = absl::StrCat("policies[", i, "]");
     Fields fields;
-    BREAKERD_RETURN_IF_ERROR(
-        ReadMap(ctx, item, item.Mark(), path, kPolicyKeysWithMatch, &fields));
-    auto policy = std::make_shared<Policy>(defaults);
-    BREAKERD_RETURN_IF_ERROR(
-        SetMatch(ctx, fields, path, item.Mark(), &policy->match));
-    auto [it, inserted] = seen.emplace(policy->match, i);
-    if (!inserted) {
-      return Error(
-          ctx, Find(fields, "match")->mark, Join(path, "match"),
-          absl::StrCat("duplicate of policies[", it->second, "].match (\"",
-                       policy->match, "\"); each pattern may appear once"));
+    // Not a map: nothing in it can be read, so nothing more to report.
+    if (!ReadMap(ctx, item, item.Mark(), path, kPolicyKeysWithMatch, &fields)) {
+      continue;
     }
-    BREAKERD_RETURN_IF_ERROR(
-        ApplyPolicyFields(ctx, fields, path, policy.get()));
+    auto policy = std::make_shared<Policy>(defaults);
+    if (SetMatch(ctx, fields, path, item.Mark(), &policy->match)) {
+      auto [it, inserted] = seen.emplace(policy->match, i);
+      if (!inserted) {
+        ctx->Error(
+            Find(fields, "match")->mark, Join(path, "match"),
+            absl::StrCat("duplicate of policies[", it->second, "].match (\"",
+                         policy->match, "\"); each pattern may appear once"));
+      }
+    }
+    ApplyPolicyFields(ctx, fields, path, "defaults", policy.get());
     out->push_back(std::move(policy));
   }
-  return absl::OkStatus();
 }
 
-absl::Status ParseRoot(const Context& ctx, const YAML::Node& root,
-                       PolicySet* set) {
+// Parses the document into *set, recording every error in *ctx. *set is
+// meaningful only if none was recorded.
+void ParseRoot(Context* ctx, const YAML::Node& root, PolicySet* set) {
   Fields top;
-  BREAKERD_RETURN_IF_ERROR(ReadMap(ctx, root, root.Mark(), "",
-                                   {"defaults", "policies", "limits"}, &top));
+  if (!ReadMap(ctx, root, root.Mark(), "", {"defaults", "policies", "limits"},
+               &top)) {
+    return;
+  }
 
   auto defaults = std::make_shared<Policy>();
   Fields fields;
-  BREAKERD_RETURN_IF_ERROR(
-      SubMap(ctx, top, "", "defaults", kPolicyKeys, &fields));
-  BREAKERD_RETURN_IF_ERROR(
-      ApplyPolicyFields(ctx, fields, "defaults", defaults.get()));
+  SubMap(ctx, top, "", "defaults", kPolicyKeys, &fields);
+  ApplyPolicyFields(ctx, fields, "defaults", "", defaults.get());
   set->defaults = defaults;
 
   if (const Field* policies = Find(top, "policies")) {
-    BREAKERD_RETURN_IF_ERROR(
-        ParsePolicies(ctx, *policies, *defaults, &set->policies));
+    ParsePolicies(ctx, *policies, *defaults, &set->policies);
   }
 
-  BREAKERD_RETURN_IF_ERROR(
-      SubMap(ctx, top, "", "limits", {"max_breakers", "idle_ttl"}, &fields));
-  BREAKERD_RETURN_IF_ERROR(SetInt(ctx, fields, "limits", "max_breakers", 1,
-                                  10000000, &set->limits.max_breakers));
-  BREAKERD_RETURN_IF_ERROR(SetDuration(ctx, fields, "limits", "idle_ttl",
-                                       absl::Seconds(1), absl::Hours(24 * 30),
-                                       &set->limits.idle_ttl));
-  return absl::OkStatus();
+  SubMap(ctx, top, "", "limits", {"max_breakers", "idle_ttl"}, &fields);
+  SetInt(ctx, fields, "limits", "max_breakers", 1, 10000000,
+         &set->limits.max_breakers);
+  SetDuration(ctx, fields, "limits", "idle_ttl", absl::Seconds(1),
+              absl::Hours(24 * 30), &set->limits.idle_ttl);
 }
-
-#undef BREAKERD_RETURN_IF_ERROR
 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const PolicySet>> ParseConfig(
     absl::string_view yaml_text, absl::string_view source) {
-  const Context ctx{std::string(source)};
+  Context ctx(source);
   auto set = std::make_shared<PolicySet>();
   set->source = std::string(source);
   try {
@@ -550,9 +666,10 @@ absl::StatusOr<std::shared_ptr<const PolicySet>> ParseConfig(
                            : std::string("unexpected end of input"));
     }
     if (starts.size() > 1) {
-      return Error(ctx, starts[1], "(top level)",
-                   absl::StrCat("must be a single YAML document (found ",
-                                starts.size(), ")"));
+      ctx.Error(starts[1], "(top level)",
+                absl::StrCat("must be a single YAML document (found ",
+                             starts.size(), ")"));
+      return ctx.status();
     }
     YAML::Node doc;
     try {
@@ -561,19 +678,23 @@ absl::StatusOr<std::shared_ptr<const PolicySet>> ParseConfig(
       return YamlError(ctx, e.mark, e.msg);
     }
     // No document, or an empty one: the embedded defaults.
-    if (!starts.empty()) {
-      absl::Status status = ParseRoot(ctx, doc, set.get());
-      if (!status.ok()) return status;
-    }
+    if (!starts.empty()) ParseRoot(&ctx, doc, set.get());
   } catch (const YAML::Exception& e) {
     // Not expected (the parser only reads nodes it has checked), but
-    // yaml-cpp reports misuse by throwing, and nothing may escape.
-    return Error(ctx, e.mark, "(config)", absl::StrCat("yaml-cpp: ", e.msg));
+    // yaml-cpp reports misuse by throwing, and nothing may escape. Reported
+    // with whatever was found before it.
+    ctx.Error(e.mark, "(config)", absl::StrCat("yaml-cpp: ", e.msg));
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ctx.source, ": cannot parse config: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        ctx.source(), ": cannot parse config: ", OneLine(e.what())));
   }
+  absl::Status status = ctx.status();
+  if (!status.ok()) return status;
   return std::shared_ptr<const PolicySet>(std::move(set));
+}
+
+std::vector<std::string> ConfigErrorLines(const absl::Status& status) {
+  return absl::StrSplit(status.message(), '\n', absl::SkipEmpty());
 }
 
 absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
@@ -684,6 +805,7 @@ absl::Status ConfigReloader::Attempt(const absl::StatusOr<std::string>& read,
     }
     if (set.ok()) {
       event.policies = (*set)->policies.size();
+      event.content = *read;
       registry_->ApplyPolicies(*std::move(set));
     } else {
       status = set.status();

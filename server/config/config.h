@@ -19,12 +19,22 @@
 // commented out) counts as an empty map or list; a leaf with no value is an
 // error. deploy/config/breakerd.yaml lists every key with its default.
 //
-// Errors: every problem with the content is INVALID_ARGUMENT, and the
-// message names the source, the line (when known), the full key path and the
-// rule, e.g.
+// Errors: a file with problems in its content is INVALID_ARGUMENT, and
+// every problem in it is reported, not only the first: the message holds one
+// line per error, in file order (by line, then column), each naming the
+// source, the line (when known), the full key path and the rule, e.g.
 //   /etc/breakerd/config.yaml:7: policies[0].failure_rate.threshold: must be
 //   between 0 and 1 (got 1.5)
-// Only the first problem found is reported. Nothing here throws.
+//   /etc/breakerd/config.yaml:12: limits.idle_ttl: needs a unit, ...
+// Lines are joined by "\n" (a single error is a single line, with no "\n");
+// control characters from the file are escaped so that an error never
+// spans two lines. ConfigErrorLines splits them again. A problem is reported
+// once: a key whose value is refused is not reported again by a rule that
+// relates it to another key (cooldown.max >= cooldown.base), nor in the
+// policies that inherit it from `defaults`; a map or list of the wrong shape
+// is one error, not one per key it should have had. A YAML syntax error, or
+// a stream of several documents, stops the parse: it is the only error.
+// Nothing here throws.
 //
 // Thread-safety: the free functions are thread-safe (they share no state).
 // ConfigReloader is thread-safe: see the class comment.
@@ -38,6 +48,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -53,15 +64,25 @@ namespace breakerd {
 // most 1 MiB).
 inline constexpr size_t kMaxConfigBytes = 4 << 20;
 
+// Most errors one message lists; past it a last line says how many more.
+inline constexpr size_t kMaxConfigErrors = 100;
+
 // Longest `match` pattern accepted, in bytes.
 inline constexpr size_t kMaxMatchLength = 200;
 
 // Parses and validates `yaml_text`. `source` (usually the file path) names
 // the origin in error messages and becomes PolicySet::source.
-// Returns the policy set, or INVALID_ARGUMENT naming source, line, key path
-// and rule. Empty text (or only comments) gives the embedded defaults.
+// Returns the policy set, or INVALID_ARGUMENT whose message is every error
+// of the file, one a line in file order, each naming source, line, key path
+// and rule (see "Errors" above). Empty text (or only comments) gives the
+// embedded defaults.
 absl::StatusOr<std::shared_ptr<const PolicySet>> ParseConfig(
     absl::string_view yaml_text, absl::string_view source);
+
+// The errors in a status returned by ParseConfig, LoadConfigFile or
+// ConfigReloader: its message split into lines, one error each, in file
+// order. Empty for OK. A read error (ReadConfigFile) is one line.
+std::vector<std::string> ConfigErrorLines(const absl::Status& status);
 
 // Reads a config file, following symlinks. Returns its content, or:
 // NOT_FOUND (no such file), PERMISSION_DENIED (unreadable), INVALID_ARGUMENT
@@ -93,6 +114,9 @@ struct ReloadEvent {
   // What asked for the reload, as passed by the caller: "signal" (SIGHUP) or
   // "file_change" (ReloadIfChanged).
   std::string trigger;
+  // On success: the text applied (kept as the last good config); empty on
+  // failure.
+  std::string content;
 };
 
 // Re-reads the config file and applies it to a Registry (existing breakers

@@ -103,10 +103,11 @@ double DefaultUniform() {
 }
 
 Breaker::Breaker(std::string dependency, std::shared_ptr<const Policy> policy,
-                 const BreakerContext* context)
+                 const BreakerContext* context, uint64_t generation)
     : dependency_(std::move(dependency)),
       context_(context),
-      policy_(std::move(policy)) {
+      policy_(std::move(policy)),
+      generation_(generation) {
   name_hash_ = static_cast<uint32_t>(HashName(dependency_) >> 32);
   const Instant now = NowInstant();
   last_activity_ns_ = now.ns;
@@ -212,6 +213,11 @@ Transition Breaker::MoveTo(Instant now, State from, State to,
   ++generation_;
   claim_ = Claim::kNone;
   CountTransition(from, to, reason);
+  return Event(now, from, to, reason);
+}
+
+Transition Breaker::Event(Instant now, State from, State to,
+                          TransitionReason reason) const {
   Transition t;
   t.dependency = dependency_;
   t.from = from;
@@ -223,6 +229,7 @@ Transition Breaker::MoveTo(Instant now, State from, State to,
   t.escalation_level = escalation_;
   t.consecutive_failures = consecutive_failures_;
   t.window = Window(now);
+  t.shadow = policy_->mode == Mode::kShadow;
   return t;
 }
 
@@ -553,9 +560,11 @@ Transition Breaker::Reset() {
   return Close(now, DerivedState(now), TransitionReason::kReset);
 }
 
-void Breaker::SetPolicy(std::shared_ptr<const Policy> policy) {
+std::optional<Transition> Breaker::SetPolicy(
+    std::shared_ptr<const Policy> policy) {
   const Instant now = NowInstant();
   const int64_t old_window = WindowWidth(), old_budget = BudgetWidth();
+  const bool mode_changed = policy->mode != policy_->mode;
   policy_ = std::move(policy);
   CacheWidths();
   if (WindowWidth() != old_window) {
@@ -564,6 +573,9 @@ void Breaker::SetPolicy(std::shared_ptr<const Policy> policy) {
   if (BudgetWidth() != old_budget) {
     budget_.Rebucket(now.ns, old_budget, BudgetWidth());
   }
+  if (!mode_changed) return std::nullopt;
+  const State state = DerivedState(now);
+  return Event(now, state, state, TransitionReason::kReload);
 }
 
 // --- reads -----------------------------------------------------------------

@@ -74,9 +74,11 @@ struct ReportInput {
 class Breaker {
  public:
   // REQUIRES: `context` (and its clock) outlives the breaker; `policy` is
-  // non-null.
+  // non-null. `generation`: where the generation starts (the Registry
+  // starts a re-created breaker above every evicted one, so generations seen
+  // by a Watch client never go back).
   Breaker(std::string dependency, std::shared_ptr<const Policy> policy,
-          const BreakerContext* context);
+          const BreakerContext* context, uint64_t generation = 0);
 
   Breaker(const Breaker&) = delete;
   Breaker& operator=(const Breaker&) = delete;
@@ -116,11 +118,14 @@ class Breaker {
   void SetProbeClaim(uint64_t generation, bool won, absl::Duration lease);
 
   // Applies a new policy in place: state, counters, escalation, generation
-  // and the running cooldown survive. REQUIRES: policy non-null.
-  void SetPolicy(std::shared_ptr<const Policy> policy);
+  // and the running cooldown survive. Returns an event with reason kReload
+  // (from == to, generation unchanged) when the mode changed, so watchers
+  // learn it; else nullopt. REQUIRES: policy non-null.
+  std::optional<Transition> SetPolicy(std::shared_ptr<const Policy> policy);
 
   BreakerSnapshot Snapshot() const;
   State CurrentState() const;
+  uint64_t generation() const { return generation_; }
 
   // True if the breaker holds nothing worth keeping: closed without
   // override, no counted outcome in the window, no failure streak, no
@@ -163,6 +168,9 @@ class Breaker {
   std::optional<TransitionReason> RecordClosed(Instant now, Verdict verdict,
                                                bool slow, bool may_trip);
 
+  // The event for a change to `to` at the current generation.
+  Transition Event(Instant now, State from, State to,
+                   TransitionReason reason) const;
   // State changes. Each credits the time spent in the old state, bumps the
   // generation, counts the transition and fills the event.
   Transition MoveTo(Instant now, State from, State to, TransitionReason reason);

@@ -49,4 +49,8 @@ bool GlobMatch(absl::string_view pattern, absl::string_view name) {
   return p == pattern.size();
 }
 
+absl::string_view ModeName(Mode mode) {
+  return mode == Mode::kShadow ? "shadow" : "enforce";
+}
+
 }  // namespace breakerd

@@ -22,6 +22,13 @@ enum class Mode {
   kShadow,   // every decision is computed and exported, but Acquire allows
 };
 
+// "enforce" or "shadow": the config value, the BreakerStatus and StateChange
+// `mode` and the breakerd_state `mode` label.
+absl::string_view ModeName(Mode mode);
+inline absl::string_view ModeName(bool shadow) {
+  return ModeName(shadow ? Mode::kShadow : Mode::kEnforce);
+}
+
 enum class RateLimitedHandling {
   kCount,   // a rate-limited outcome counts as a failure (default)
   kIgnore,  // it is neutral

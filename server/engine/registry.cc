@@ -112,8 +112,9 @@ auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
           " breakers exist already; cannot track \"", dependency,
           "\" (raise limits.max_breakers or use fewer dependency names)"));
     }
-    auto breaker = std::make_unique<Breaker>(std::string(dependency),
-                                             set->Match(dependency), &context_);
+    auto breaker = std::make_unique<Breaker>(
+        std::string(dependency), set->Match(dependency), &context_,
+        generation_floor_.load(std::memory_order_relaxed));
     const absl::string_view key = breaker->dependency();
     it = shard.map.emplace(key, std::move(breaker)).first;
   }
@@ -122,12 +123,12 @@ auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
 
 absl::StatusOr<AcquireResult> Registry::AcquireValidated(
     absl::string_view dependency, uint32_t attempt) {
-  std::optional<Transition> transition;
-  auto result = WithBreaker(dependency, /*create=*/true, [&](Breaker& b) {
-    return b.Acquire(attempt, &transition);
+  return WithBreaker(dependency, /*create=*/true, [&](Breaker& b) {
+    std::optional<Transition> transition;
+    AcquireResult r = b.Acquire(attempt, &transition);
+    if (transition.has_value()) Notify(*transition);
+    return r;
   });
-  if (transition.has_value()) Notify(*transition);
-  return result;
 }
 
 absl::StatusOr<AcquireResult> Registry::Acquire(absl::string_view dependency,
@@ -187,11 +188,13 @@ absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
     return absl::InvalidArgumentError("retry_after: must not be negative");
   }
   ReportInput in{*outcome, facts.latency, facts.retry_after};
-  std::optional<Transition> transition;
-  absl::StatusOr<absl::StatusOr<ReportResult>> found = WithBreaker(
-      dependency, /*create=*/false,
-      [&](Breaker& b) { return b.Report(permit, in, &transition); });
-  if (transition.has_value()) Notify(*transition);
+  absl::StatusOr<absl::StatusOr<ReportResult>> found =
+      WithBreaker(dependency, /*create=*/false, [&](Breaker& b) {
+        std::optional<Transition> transition;
+        absl::StatusOr<ReportResult> r = b.Report(permit, in, &transition);
+        if (transition.has_value()) Notify(*transition);
+        return r;
+      });
   if (!found.ok() && !absl::IsNotFound(found.status())) {
     return found.status();  // a bad dependency name
   }
@@ -238,13 +241,10 @@ std::vector<BreakerSnapshot> Registry::List() const {
 
 absl::StatusOr<BreakerSnapshot> Registry::Administer(
     absl::string_view dependency, bool create, Transition (Breaker::*op)()) {
-  std::optional<Transition> transition;
-  auto result = WithBreaker(dependency, create, [&](Breaker& b) {
-    transition = (b.*op)();
+  return WithBreaker(dependency, create, [&](Breaker& b) {
+    Notify((b.*op)());
     return b.Snapshot();
   });
-  if (transition.has_value()) Notify(*transition);
-  return result;
 }
 
 absl::StatusOr<BreakerSnapshot> Registry::ForceOpen(
@@ -264,13 +264,12 @@ absl::StatusOr<BreakerSnapshot> Registry::Reset(absl::string_view dependency) {
 absl::StatusOr<BreakerSnapshot> Registry::ApplyExternal(
     absl::string_view dependency, const ExternalState& state,
     TransitionReason reason) {
-  std::optional<Transition> transition;
-  auto result = WithBreaker(dependency, /*create=*/true, [&](Breaker& b) {
-    transition = b.ApplyExternal(state, reason);
+  return WithBreaker(dependency, /*create=*/true, [&](Breaker& b) {
+    if (std::optional<Transition> t = b.ApplyExternal(state, reason)) {
+      Notify(*t);
+    }
     return b.Snapshot();
   });
-  if (transition.has_value()) Notify(*transition);
-  return result;
 }
 
 void Registry::SetProbeClaim(absl::string_view dependency, uint64_t generation,
@@ -290,7 +289,10 @@ void Registry::ApplyPolicies(std::shared_ptr<const PolicySet> policies) {
   for (Shard& shard : shards_) {
     MutexLock lock(&shard.mu);
     for (auto& [name, breaker] : shard.map) {
-      breaker->SetPolicy(policies->Match(name));
+      if (std::optional<Transition> t =
+              breaker->SetPolicy(policies->Match(name))) {
+        Notify(*t);
+      }
     }
   }
 }
@@ -302,6 +304,11 @@ size_t Registry::EvictIdle() {
     MutexLock lock(&shard.mu);
     for (auto it = shard.map.begin(); it != shard.map.end();) {
       if (it->second->IsIdle(ttl)) {
+        uint64_t floor = generation_floor_.load(std::memory_order_relaxed);
+        const uint64_t next = it->second->generation() + 1;
+        while (floor < next && !generation_floor_.compare_exchange_weak(
+                                   floor, next, std::memory_order_relaxed)) {
+        }
         shard.map.erase(it++);
         ++evicted;
       } else {

@@ -37,10 +37,13 @@
 
 namespace breakerd {
 
-// Receives every transition of every breaker, after the breaker's lock is
-// released. Implementations: the JSON logger, the Watch hub, fleet sync.
-// REQUIRES of implementations: thread-safe, quick, never calls back into the
-// Registry from OnTransition.
+// Receives every transition of every breaker (and the kReload events of
+// Breaker::SetPolicy), with the lock of the breaker's shard held: each
+// breaker's events arrive in the order they happened, so a Watch stream
+// never sees a dependency's generation go back. Implementations: the JSON
+// logger, the Watch hub, fleet sync, the override journal.
+// REQUIRES of implementations: thread-safe, quick, never blocks on I/O of
+// another party, never calls back into the Registry from OnTransition.
 class TransitionObserver {
  public:
   virtual ~TransitionObserver() = default;
@@ -165,6 +168,7 @@ class Registry {
   template <typename Fn>
   auto WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
       -> absl::StatusOr<decltype(fn(std::declval<Breaker&>()))>;
+  // Tells every observer. REQUIRES: the lock of t's shard is held.
   void Notify(const Transition& t);
   // Runs an admin override on the named breaker and notifies observers.
   absl::StatusOr<BreakerSnapshot> Administer(absl::string_view dependency,
@@ -182,6 +186,9 @@ class Registry {
 
   mutable std::array<Shard, kShards> shards_;
   std::atomic<size_t> count_{0};
+  // Above every generation an evicted breaker reached: new breakers start
+  // here, so a re-created breaker's generations continue upward.
+  std::atomic<uint64_t> generation_floor_{0};
   std::atomic<uint64_t> unknown_permits_{0};
 
   Mutex reload_mu_;  // serializes ApplyPolicies

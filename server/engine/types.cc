@@ -85,6 +85,8 @@ absl::string_view TransitionReasonName(TransitionReason r) {
       return "fleet";
     case TransitionReason::kRestored:
       return "restored";
+    case TransitionReason::kReload:
+      return "reload";
   }
   return "unknown";
 }

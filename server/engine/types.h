@@ -75,6 +75,11 @@ enum class TransitionReason : uint8_t {
   kFleet,
   // Read back from the --state-file at start-up.
   kRestored,
+  // Not a state change: a reload changed the breaker's mode (enforce /
+  // shadow). The event carries from == to and the current generation, so
+  // Watch clients learn the new mode; it is not counted as a transition and
+  // the fleet does not publish it.
+  kReload,
 };
 
 // Stable lower_snake_case names, used in metric labels, logs and the wire.
@@ -123,6 +128,9 @@ struct Transition {
   // fleet, or a state file) and applied here: fleet sync does not publish
   // it again.
   bool external = false;
+  // The breaker's policy is in shadow mode: it never refuses a call, so no
+  // client refuses it locally and the fleet never enforces its opens.
+  bool shadow = false;
 };
 
 // A state decided outside this breaker (by the fleet or a state file), to

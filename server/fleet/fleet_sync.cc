@@ -9,11 +9,16 @@
 namespace breakerd {
 namespace {
 
-// What the fleet learns from a local transition, if anything.
+// What the fleet learns from a local transition, if anything. Operator
+// decisions go out whatever the mode; a shadow breaker's own opens and
+// probe results never do, or trying a policy in shadow on one pod would
+// refuse calls on every enforcing pod.
 std::optional<ExternalState::Kind> PublishedKind(const Transition& t) {
+  if (t.reason == TransitionReason::kReload) return std::nullopt;
   if (t.reason == TransitionReason::kReset) return ExternalState::Kind::kReset;
   switch (t.to) {
     case State::kOpen:
+      if (t.shadow) return std::nullopt;
       return ExternalState::Kind::kOpen;
     case State::kForcedOpen:
       return ExternalState::Kind::kForcedOpen;
@@ -21,7 +26,9 @@ std::optional<ExternalState::Kind> PublishedKind(const Transition& t) {
       return ExternalState::Kind::kForcedClosed;
     case State::kClosed:
       // A probe's success: the fleet closes with us.
-      if (t.from == State::kHalfOpen) return ExternalState::Kind::kClosed;
+      if (t.from == State::kHalfOpen && !t.shadow) {
+        return ExternalState::Kind::kClosed;
+      }
       return std::nullopt;
     case State::kHalfOpen:
       // Derived from the clock: every sidecar sees it on its own.
@@ -65,7 +72,7 @@ void FleetSync::RequestClaim(absl::string_view dependency, uint64_t generation,
 }
 
 void FleetSync::OnTransition(const Transition& t) {
-  if (t.external) return;
+  if (t.external || t.reason == TransitionReason::kReload) return;
   const bool probe_done = t.from == State::kHalfOpen;
   std::optional<ExternalState::Kind> kind = PublishedKind(t);
   if (!kind.has_value() && !probe_done) return;

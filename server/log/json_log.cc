@@ -192,6 +192,14 @@ LogWriter SetLogWriterForTesting(LogWriter writer) {
 }
 
 void TransitionLogger::OnTransition(const Transition& t) {
+  if (t.reason == TransitionReason::kReload) {
+    LogEvent(LogLevel::kInfo, "mode_changed",
+             {{"dependency", t.dependency},
+              {"mode", ModeName(t.shadow)},
+              {"state", StateName(t.to)},
+              {"generation", t.generation}});
+    return;
+  }
   const bool opening = t.to == State::kOpen || t.to == State::kForcedOpen;
   LogEvent(opening ? LogLevel::kWarn : LogLevel::kInfo, "transition",
            {
@@ -199,6 +207,7 @@ void TransitionLogger::OnTransition(const Transition& t) {
                {"from", StateName(t.from)},
                {"to", StateName(t.to)},
                {"reason", TransitionReasonName(t.reason)},
+               {"mode", ModeName(t.shadow)},
                {"generation", t.generation},
                {"retry_after_ms", absl::ToInt64Milliseconds(t.retry_after)},
                {"escalation_level", t.escalation_level},

@@ -8,6 +8,7 @@ namespace breakerd {
 namespace {
 
 constexpr absl::string_view kDependency[] = {"dependency"};
+constexpr absl::string_view kDependencyMode[] = {"dependency", "mode"};
 constexpr absl::string_view kTransitionLabels[] = {"dependency", "from", "to",
                                                    "reason"};
 constexpr absl::string_view kDecisionLabels[] = {"dependency", "decision"};
@@ -51,11 +52,12 @@ FamilyDef Def(absl::string_view name, MetricKind kind,
 // Indexed by FamilyId.
 const std::array<FamilyDef, kFamilyCount> kFamilies = {
     // Per breaker.
-    Def("breakerd_state", MetricKind::kGauge, kDependency, 1,
+    Def("breakerd_state", MetricKind::kGauge, kDependencyMode, 1,
         "Current state of the breaker: 0 closed (calls allowed), 1 half-open "
         "(one probe allowed), 2 open (calls rejected until the cooldown "
         "ends), 3 forced open by an operator, 4 forced closed by an "
-        "operator."),
+        "operator. mode: enforce, or shadow (every call is allowed whatever "
+        "the state)."),
     Def("breakerd_transitions_total", MetricKind::kCounter, kTransitionLabels,
         0,
         "State changes of the breaker since it was created, by previous "
@@ -94,6 +96,11 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
     Def("breakerd_config_reloads_total", MetricKind::kCounter, kResult, 0,
         "Config reload attempts since start: success (the new file is in "
         "force) or failure (the file was refused whole, the old one stays)."),
+    Def("breakerd_config_valid", MetricKind::kGauge, {}, 0,
+        "1 when the config in force is the --config file as it reads now (or "
+        "there is no --config); 0 when the file is invalid: at start "
+        "breakerd then runs on the last good config or the embedded "
+        "defaults, on reload the previous config stays."),
     Def("breakerd_unknown_permits_total", MetricKind::kCounter, {}, 0,
         "Reports refused because their permit was never issued by this "
         "process (garbage, or from before a restart); they change nothing."),
@@ -189,7 +196,8 @@ void EmitBreakerSamples(const BreakerSnapshot& s, FamilySet families,
   const absl::string_view dep = s.dependency;
 
   if (Has(families, FamilyId::kState)) {
-    sink->AddSample(FamilyId::kState, {dep}, StateGaugeValue(s.state));
+    sink->AddSample(FamilyId::kState, {dep, ModeName(s.shadow)},
+                    StateGaugeValue(s.state));
   }
 
   if (Has(families, FamilyId::kTransitions)) {
@@ -280,6 +288,10 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
                    Call(stats.reload_successes));
     sink->AddCount(FamilyId::kConfigReloads, {"failure"},
                    Call(stats.reload_failures));
+  }
+  if (Has(families, FamilyId::kConfigValid)) {
+    sink->AddSample(FamilyId::kConfigValid, {},
+                    !stats.config_valid || stats.config_valid() ? 1 : 0);
   }
   if (Has(families, FamilyId::kUnknownPermits)) {
     sink->AddCount(FamilyId::kUnknownPermits, {}, registry.unknown_permits());

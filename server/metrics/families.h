@@ -85,6 +85,9 @@ struct ProcessStats {
   // (breakerd_config_reloads_total{result="success"|"failure"}).
   std::function<uint64_t()> reload_successes;
   std::function<uint64_t()> reload_failures;
+  // False while the --config file is invalid (breakerd_config_valid); unset
+  // exports 1.
+  std::function<bool()> config_valid;
   // Open Watch streams (breakerd_watch_streams).
   std::function<uint64_t()> watch_streams;
   // Every RPC method's handling numbers
@@ -112,6 +115,7 @@ enum class FamilyId : int {
   kBreakers,
   kBuildInfo,
   kConfigReloads,
+  kConfigValid,
   kUnknownPermits,
   kWatchStreams,
   kGrpcHandled,
@@ -119,7 +123,7 @@ enum class FamilyId : int {
   kFleetConnected,
   kFleetEvents,
 };
-inline constexpr int kFamilyCount = 17;
+inline constexpr int kFamilyCount = 18;
 
 enum class MetricKind { kCounter, kGauge, kHistogram };
 

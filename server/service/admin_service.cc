@@ -35,34 +35,42 @@ std::string ExpectedAuthorization(const std::optional<std::string>& token) {
   return out;
 }
 
-// Runs one admin operation: authorize, call `op`, fill the response.
-template <typename Op>
-grpc::ServerUnaryReactor* Run(RpcStats::Call& call,
-                              grpc::CallbackServerContext* context,
-                              const grpc::Status& auth,
-                              v1::AdminResponse* response, Op&& op) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (!auth.ok()) {
-    call.Finish(reactor, auth);
-    return reactor;
-  }
-  absl::StatusOr<BreakerSnapshot> snapshot = op();
-  if (snapshot.ok()) FillBreakerStatus(*snapshot, response->mutable_status());
-  call.Finish(reactor, ToGrpcStatus(snapshot.status()));
-  return reactor;
-}
-
 }  // namespace
 
 AdminServiceImpl::AdminServiceImpl(Registry* registry,
                                    std::optional<std::string> token,
                                    RpcStats* rpc_stats)
     : registry_(registry),
-      expected_authorization_(ExpectedAuthorization(token)),
-      rpc_stats_(rpc_stats) {}
+      rpc_stats_(rpc_stats),
+      expected_authorization_(ExpectedAuthorization(token)) {}
+
+void AdminServiceImpl::SetToken(const std::optional<std::string>& token) {
+  std::string expected = ExpectedAuthorization(token);
+  WriterMutexLock lock(&mu_);
+  expected_authorization_.swap(expected);
+}
+
+template <typename Op>
+grpc::ServerUnaryReactor* AdminServiceImpl::Run(
+    RpcStats::Call& call, grpc::CallbackServerContext* context,
+    v1::AdminResponse* response, Op&& op) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) {
+    call.Finish(reactor, auth);
+    return reactor;
+  }
+  absl::StatusOr<BreakerSnapshot> snapshot = op();
+  if (snapshot.ok()) {
+    if (after_override_) after_override_();
+    FillBreakerStatus(*snapshot, response->mutable_status());
+  }
+  call.Finish(reactor, ToGrpcStatus(snapshot.status()));
+  return reactor;
+}
 
 grpc::Status AdminServiceImpl::Authorize(
     const grpc::CallbackServerContext& context) const {
+  ReaderMutexLock lock(&mu_);
   if (expected_authorization_.empty()) {
     return Unauthenticated(
         "admin: disabled; start breakerd with --admin-token-file");
@@ -88,7 +96,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::ForceOpen(
     grpc::CallbackServerContext* context, const v1::ForceOpenRequest* request,
     v1::AdminResponse* response) {
   RpcStats::Call call(rpc_stats_, RpcMethod::kForceOpen);
-  return Run(call, context, Authorize(*context), response,
+  return Run(call, context, response,
              [&] { return registry_->ForceOpen(request->dependency()); });
 }
 
@@ -96,7 +104,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::ForceClose(
     grpc::CallbackServerContext* context, const v1::ForceCloseRequest* request,
     v1::AdminResponse* response) {
   RpcStats::Call call(rpc_stats_, RpcMethod::kForceClose);
-  return Run(call, context, Authorize(*context), response,
+  return Run(call, context, response,
              [&] { return registry_->ForceClose(request->dependency()); });
 }
 
@@ -104,7 +112,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Reset(
     grpc::CallbackServerContext* context, const v1::ResetRequest* request,
     v1::AdminResponse* response) {
   RpcStats::Call call(rpc_stats_, RpcMethod::kReset);
-  return Run(call, context, Authorize(*context), response,
+  return Run(call, context, response,
              [&] { return registry_->Reset(request->dependency()); });
 }
 

@@ -8,13 +8,16 @@
 #ifndef BREAKERD_SERVER_SERVICE_ADMIN_SERVICE_H_
 #define BREAKERD_SERVER_SERVICE_ADMIN_SERVICE_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
+#include "server/engine/mutex.h"
 #include "server/engine/registry.h"
 #include "server/service/rpc_stats.h"
 
@@ -31,6 +34,18 @@ class AdminServiceImpl final : public v1::Admin::CallbackService {
 
   AdminServiceImpl(const AdminServiceImpl&) = delete;
   AdminServiceImpl& operator=(const AdminServiceImpl&) = delete;
+
+  // Replaces the token (a rotated Secret); nullopt or empty disables admin.
+  // Calls already authorized are not affected.
+  void SetToken(const std::optional<std::string>& token)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Called after every override that succeeded, before the response is
+  // sent (the --state-file is written there). REQUIRES: set before serving;
+  // thread-safe; never calls this service.
+  void SetAfterOverride(std::function<void()> hook) {
+    after_override_ = std::move(hook);
+  }
 
   // Each returns OK with the breaker's status after the change;
   // UNAUTHENTICATED (admin disabled, metadata missing or malformed, wrong
@@ -49,13 +64,24 @@ class AdminServiceImpl final : public v1::Admin::CallbackService {
 
  private:
   // OK if the call carries the right bearer token, else UNAUTHENTICATED.
-  grpc::Status Authorize(const grpc::CallbackServerContext& context) const;
+  grpc::Status Authorize(const grpc::CallbackServerContext& context) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Constant after construction.
+  // Runs one override: authorize, call `op`, run the hook on success, fill
+  // the response.
+  template <typename Op>
+  grpc::ServerUnaryReactor* Run(RpcStats::Call& call,
+                                grpc::CallbackServerContext* context,
+                                v1::AdminResponse* response, Op&& op);
+
+  // Constant after construction (after_override_: set before serving).
   Registry* const registry_;
-  // "Bearer <token>", or empty when admin is disabled.
-  const std::string expected_authorization_;
   RpcStats* const rpc_stats_;
+  std::function<void()> after_override_;
+
+  mutable SharedMutex mu_;
+  // "Bearer <token>", or empty when admin is disabled.
+  std::string expected_authorization_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace breakerd

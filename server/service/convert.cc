@@ -14,6 +14,13 @@ constexpr int32_t kMaxNanos = 999999999;
 
 constexpr absl::string_view kInitialReason = "initial";
 
+// BreakerStatus.mode and StateChange.mode.
+template <typename Message>
+void SetMode(bool shadow, Message* out) {
+  const absl::string_view mode = ModeName(shadow);
+  out->set_mode(mode.data(), mode.size());
+}
+
 // Sets msg's retry_after only when positive: an unset Duration reads as zero
 // on the wire, and leaving it unset spares an allocation on the Acquire path.
 template <typename Message>
@@ -128,7 +135,7 @@ void FillBreakerStatus(const BreakerSnapshot& snapshot,
   out->set_consecutive_failures(snapshot.consecutive_failures);
   out->set_escalation_level(snapshot.escalation_level);
   out->set_policy(snapshot.policy);
-  out->set_mode(snapshot.shadow ? "shadow" : "enforce");
+  SetMode(snapshot.shadow, out);
   out->set_probe_in_flight(snapshot.probe_in_flight);
 }
 
@@ -140,6 +147,7 @@ void FillStateChange(const Transition& t, v1::StateChange* out) {
   out->set_reason(reason.data(), reason.size());
   out->set_generation(t.generation);
   if (t.to == State::kOpen) SetRetryAfter(t.retry_after, out);
+  SetMode(t.shadow, out);
 }
 
 void FillInitialStateChange(const BreakerSnapshot& snapshot,
@@ -150,15 +158,17 @@ void FillInitialStateChange(const BreakerSnapshot& snapshot,
   out->set_reason(kInitialReason.data(), kInitialReason.size());
   out->set_generation(snapshot.generation);
   if (snapshot.state == State::kOpen) SetRetryAfter(snapshot.retry_after, out);
+  SetMode(snapshot.shadow, out);
 }
 
-void FillInitialStateChangeForAbsent(absl::string_view dependency,
+void FillInitialStateChangeForAbsent(absl::string_view dependency, bool shadow,
                                      v1::StateChange* out) {
   out->set_dependency(dependency.data(), dependency.size());
   out->set_state(v1::STATE_CLOSED);
   out->set_previous(v1::STATE_UNSPECIFIED);
   out->set_reason(kInitialReason.data(), kInitialReason.size());
   out->set_generation(0);
+  SetMode(shadow, out);
 }
 
 }  // namespace breakerd

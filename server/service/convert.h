@@ -63,8 +63,9 @@ void FillAcquireFirstResponse(const AcquireFirstResult& result,
 // Fills every field of `out` from `snapshot`; mode is "enforce" or "shadow".
 void FillBreakerStatus(const BreakerSnapshot& snapshot, v1::BreakerStatus* out);
 
-// A live transition: previous = t.from, reason = its stable name, and
-// retry_after = the cooldown that starts now when t.to is OPEN (else zero).
+// A live transition: previous = t.from, reason = its stable name,
+// retry_after = the cooldown that starts now when t.to is OPEN (else zero),
+// mode "enforce" or "shadow".
 void FillStateChange(const Transition& t, v1::StateChange* out);
 
 // The first message of a Watch for one breaker: reason "initial", previous
@@ -73,8 +74,8 @@ void FillInitialStateChange(const BreakerSnapshot& snapshot,
                             v1::StateChange* out);
 
 // The first message of a Watch for a name with no breaker yet: closed,
-// generation 0, reason "initial".
-void FillInitialStateChangeForAbsent(absl::string_view dependency,
+// generation 0, reason "initial", the mode of the policy it would get.
+void FillInitialStateChangeForAbsent(absl::string_view dependency, bool shadow,
                                      v1::StateChange* out);
 
 }  // namespace breakerd

@@ -74,6 +74,11 @@ class WatchHub::Stream final
 
   absl::Status ParseNames(const v1::WatchRequest& request);
   std::vector<v1::StateChange> InitialStates() const;
+  // Drops the transitions queued between subscribing and reading `initial`
+  // that are older than the initial state of their dependency, so the
+  // stream's generations never go back.
+  void DropOlderThanLocked(const std::vector<v1::StateChange>& initial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Takes the issuing token and returns the operation it is for, or kNone
   // (token not taken) if there is nothing to do or someone else holds it.
@@ -143,6 +148,7 @@ std::vector<v1::StateChange> WatchHub::Stream::InitialStates() const {
     return out;
   }
   out.reserve(names_.size());
+  const std::shared_ptr<const PolicySet> policies = registry->policies();
   for (const std::string& name : names_) {
     absl::StatusOr<BreakerSnapshot> snapshot = registry->Get(name);
     if (snapshot.ok()) {
@@ -150,10 +156,29 @@ std::vector<v1::StateChange> WatchHub::Stream::InitialStates() const {
     } else {
       // NOT_FOUND (names are valid): the breaker is created on first use,
       // closed.
-      FillInitialStateChangeForAbsent(name, &out.emplace_back());
+      FillInitialStateChangeForAbsent(
+          name, policies->Match(name)->mode == Mode::kShadow,
+          &out.emplace_back());
     }
   }
   return out;
+}
+
+void WatchHub::Stream::DropOlderThanLocked(
+    const std::vector<v1::StateChange>& initial) {
+  if (queue_.empty()) return;
+  absl::flat_hash_map<absl::string_view, uint64_t> initial_generation;
+  for (const v1::StateChange& c : initial) {
+    initial_generation[c.dependency()] = c.generation();
+  }
+  std::deque<v1::StateChange> kept;
+  for (v1::StateChange& c : queue_) {
+    auto it = initial_generation.find(c.dependency());
+    if (it == initial_generation.end() || c.generation() >= it->second) {
+      kept.push_back(std::move(c));
+    }
+  }
+  queue_.swap(kept);
 }
 
 void WatchHub::Stream::Start(const v1::WatchRequest& request,
@@ -180,6 +205,7 @@ void WatchHub::Stream::Start(const v1::WatchRequest& request,
       // Not subscribed: nothing to undo.
       RequestFinishLocked(ToGrpcStatus(status));
     } else if (!finish_status_.has_value()) {
+      DropOlderThanLocked(initial);
       queue_.insert(queue_.begin(), std::make_move_iterator(initial.begin()),
                     std::make_move_iterator(initial.end()));
       initial_pending_ = initial.size();

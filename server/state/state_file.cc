@@ -276,7 +276,11 @@ absl::Status WriteStateFile(const std::string& path,
         absl::StrCat("state file ", path,
                      ": not written, a reader would refuse it: ", s.message()));
   }
+  return WriteFileAtomically(path, text);
+}
 
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view text) {
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   const int fd = ::open(
       tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);

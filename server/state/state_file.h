@@ -99,6 +99,12 @@ absl::StatusOr<std::vector<SavedBreaker>> ParseState(absl::string_view text);
 absl::Status WriteStateFile(const std::string& path,
                             absl::Span<const SavedBreaker> breakers);
 
+// Writes `text` to `path` as WriteStateFile does (temporary file, fsync,
+// rename, directory fsync), with the same guarantees and errors, without
+// the size check.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view text);
+
 // Reads and parses `path`. NOT_FOUND if it does not exist (the caller logs
 // and starts fresh); an I/O error names the path and errno text; otherwise
 // ParseState's errors, prefixed with "<path>: ".

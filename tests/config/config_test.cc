@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,10 @@ namespace breakerd {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
 
 constexpr absl::string_view kSource = "test.yaml";
 
@@ -334,6 +338,8 @@ TEST_P(InvalidConfigTest, IsRefusedNamingFileLineKeyAndRule) {
   EXPECT_THAT(Msg(set.status()), HasSubstr(absl::StrCat("test.yaml:", c.line,
                                                         ": ", c.path, ": ")));
   EXPECT_THAT(Msg(set.status()), HasSubstr(c.rule));
+  // Each case holds one problem: reported once, on one line.
+  EXPECT_THAT(ConfigErrorLines(set.status()), SizeIs(1)) << Msg(set.status());
 }
 
 const InvalidCase kInvalidCases[] = {
@@ -557,6 +563,214 @@ TEST(ParseConfigTest, ErrorWithoutPositionStillNamesSource) {
   EXPECT_THAT(Msg(set.status()), HasSubstr("/etc/breakerd/config.yaml"));
 }
 
+// --- every error reported
+// -----------------------------------------------------
+
+// The error lines of parsing `yaml`, which must fail.
+std::vector<std::string> ErrorLines(absl::string_view yaml) {
+  absl::StatusOr<std::shared_ptr<const PolicySet>> set =
+      ParseConfig(yaml, kSource);
+  EXPECT_FALSE(set.ok()) << yaml;
+  if (set.ok()) return {};
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+  return ConfigErrorLines(set.status());
+}
+
+TEST(ParseConfigErrorsTest, EveryErrorIsReportedInFileOrder) {
+  // limits comes first in the file but is parsed last; defaults are parsed
+  // before the policies wherever they are written.
+  const std::vector<std::string> lines = ErrorLines(R"(
+limits: { max_breakers: 0 }
+policies:
+  - match: a
+    failure_rate: { threshold: 1.5 }
+  - match: b
+    probe: { lease: 30 }
+defaults:
+  mode: enforced
+)");
+  EXPECT_THAT(
+      lines,
+      ElementsAre(
+          "test.yaml:2: limits.max_breakers: must be between 1 and 10000000 "
+          "(got 0)",
+          "test.yaml:5: policies[0].failure_rate.threshold: must be between 0 "
+          "and 1 (got 1.5)",
+          "test.yaml:7: policies[1].probe.lease: needs a unit, such as 250ms, "
+          "30s or 10m (units: ns, us, ms, s, m, h) (got \"30\")",
+          "test.yaml:9: defaults.mode: must be one of enforce, shadow (got "
+          "\"enforced\")"));
+}
+
+TEST(ParseConfigErrorsTest, UnknownKeyAndBadValueInTheSameMapAreBothReported) {
+  EXPECT_THAT(ErrorLines("defaults:\n"
+                         "  cooldown:\n"
+                         "    jiter: 0.1\n"
+                         "    base: 0s\n"),
+              ElementsAre("test.yaml:3: defaults.cooldown.jiter: unknown key "
+                          "(known: base, max, jitter)",
+                          "test.yaml:4: defaults.cooldown.base: must be "
+                          "between 1ms and 24h (got 0s)"));
+  // On one line (a flow map): in column order.
+  EXPECT_THAT(
+      ErrorLines("defaults: {retry_budget: {ttl: 0s, ratio: -1, rati: 1}}\n"),
+      ElementsAre(HasSubstr("defaults.retry_budget.ttl: must be between"),
+                  HasSubstr("defaults.retry_budget.ratio: must be between"),
+                  HasSubstr("defaults.retry_budget.rati: unknown key")));
+}
+
+TEST(ParseConfigErrorsTest, SingleErrorMessageIsUnchanged) {
+  absl::StatusOr<std::shared_ptr<const PolicySet>> set = ParseConfig(
+      "policies:\n  - match: a\n    failure_rate:\n      threshold: 1.5\n",
+      kSource);
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(set.status(),
+            absl::InvalidArgumentError(
+                "test.yaml:4: policies[0].failure_rate.threshold: must be "
+                "between 0 and 1 (got 1.5)"));
+}
+
+TEST(ParseConfigErrorsTest, ValidConfigHasNoErrorLines) {
+  absl::StatusOr<std::shared_ptr<const PolicySet>> set =
+      ParseConfig("defaults: {mode: shadow}\n", kSource);
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_THAT(ConfigErrorLines(set.status()), IsEmpty());
+}
+
+TEST(ParseConfigErrorsTest, ListIsCappedWithACountOfTheRest) {
+  std::string yaml = "policies:\n";
+  const size_t policies = kMaxConfigErrors + 20;
+  for (size_t i = 0; i < policies; ++i) {
+    absl::StrAppend(&yaml, "  - match: \"p", i, "\"\n    bogus: 1\n");
+  }
+  const std::vector<std::string> lines = ErrorLines(yaml);
+  ASSERT_THAT(lines, SizeIs(kMaxConfigErrors + 1));
+  EXPECT_THAT(lines.front(), HasSubstr("policies[0].bogus: unknown key"));
+  EXPECT_EQ(lines.back(),
+            absl::StrCat("test.yaml: 20 more errors not shown (fix the first ",
+                         kMaxConfigErrors, ")"));
+}
+
+TEST(ParseConfigErrorsTest, NoLineIsReportedTwice) {
+  const std::vector<std::string> lines = ErrorLines(R"(
+defaults:
+  mode: [x]
+  mode: y
+  cooldown: { base: 10m, max: 1ms, jitter: 2 }
+  probe: 3
+policies:
+  - match: "a b"
+    mode: z
+  - match: ok
+    cooldown: { max: abc }
+  - 7
+  - mode: shadow
+  - match: ok
+    retry_budget: { ttl: 1d }
+limits: { idle_ttl: 5, max_breakers: x, nope: 1 }
+bogus: 1
+)");
+  EXPECT_EQ(std::set<std::string>(lines.begin(), lines.end()).size(),
+            lines.size());
+  EXPECT_THAT(lines, SizeIs(16));
+  int previous_line = 0;
+  for (const std::string& line : lines) {
+    SCOPED_TRACE(line);
+    ASSERT_THAT(line, ::testing::StartsWith("test.yaml:"));
+    const int n = std::stoi(line.substr(std::string("test.yaml:").size()));
+    EXPECT_GE(n, previous_line);
+    previous_line = n;
+  }
+}
+
+TEST(ParseConfigErrorsTest,
+     KeyWithBadValueIsNotReportedAgainByTheCooldownRule) {
+  // max is refused on its own: no second "base must be at most max".
+  EXPECT_THAT(ErrorLines("defaults:\n  cooldown: {base: 10m, max: 25h}\n"),
+              ElementsAre(HasSubstr("defaults.cooldown.max: must be between "
+                                    "1ms and 24h (got 25h)")));
+}
+
+TEST(ParseConfigErrorsTest, BadDefaultsAreNotReportedAgainInEveryPolicy) {
+  // The defaults' base conflicts with the built-in max: reported once, not
+  // in the policies that inherit the pair.
+  EXPECT_THAT(ErrorLines("defaults:\n"
+                         "  cooldown: {base: 10m}\n"
+                         "policies:\n"
+                         "  - match: a\n"
+                         "  - match: b\n"
+                         "    cooldown: {jitter: 0}\n"),
+              ElementsAre("test.yaml:2: defaults.cooldown.base: must be at "
+                          "most cooldown.max (got 10m, max 5m)"));
+  // The defaults' max is refused: a policy's base is not checked against a
+  // max the file did not mean.
+  EXPECT_THAT(ErrorLines("defaults:\n"
+                         "  cooldown: {max: abc}\n"
+                         "policies:\n"
+                         "  - match: a\n"
+                         "    cooldown: {base: 10m}\n"),
+              ElementsAre(HasSubstr("test.yaml:2: defaults.cooldown.max: ")));
+  // The whole defaults block is of the wrong shape: one error.
+  EXPECT_THAT(ErrorLines("defaults: [shadow]\n"
+                         "policies:\n"
+                         "  - match: a\n"
+                         "    cooldown: {max: 1s}\n"),
+              ElementsAre(HasSubstr("test.yaml:1: defaults: must be a map")));
+}
+
+TEST(ParseConfigErrorsTest, ConflictWithAValidInheritedKeyIsStillReported) {
+  // The defaults' base (10m) is a valid duration, in conflict with the
+  // built-in max; the policy's max is a second, distinct conflict with it.
+  EXPECT_THAT(ErrorLines("defaults:\n"
+                         "  cooldown: {base: 10m}\n"
+                         "policies:\n"
+                         "  - match: a\n"
+                         "    cooldown: {max: 1m}\n"
+                         "  - match: b\n"
+                         "    cooldown: {max: 1h}\n"),
+              ElementsAre(HasSubstr("test.yaml:2: defaults.cooldown.base: "
+                                    "must be at most cooldown.max"),
+                          "test.yaml:5: policies[0].cooldown.max: must be at "
+                          "least cooldown.base (got 1m, base 10m)"));
+}
+
+TEST(ParseConfigErrorsTest, PolicyOfTheWrongShapeIsOneError) {
+  // Not "must be a map" and then "match: required".
+  EXPECT_THAT(
+      ErrorLines("policies:\n  - openai/*\n  - match: b\n    mode: x\n"),
+      ElementsAre(HasSubstr("test.yaml:2: policies[0]: must be a map"),
+                  HasSubstr("test.yaml:4: policies[1].mode: ")));
+}
+
+TEST(ParseConfigErrorsTest, PolicyWithBadMatchStillHasItsOtherKeysChecked) {
+  EXPECT_THAT(ErrorLines("policies:\n"
+                         "  - match: \"a b\"\n"
+                         "    consecutive_failures: -1\n"
+                         "  - consecutive_failures: 2\n"
+                         "    probe: {required_successes: 0}\n"),
+              ElementsAre(HasSubstr("test.yaml:2: policies[0].match: "),
+                          HasSubstr("test.yaml:3: "
+                                    "policies[0].consecutive_failures: "),
+                          HasSubstr("test.yaml:4: policies[1].match: required"),
+                          HasSubstr("test.yaml:5: "
+                                    "policies[1].probe.required_successes: ")));
+}
+
+TEST(ParseConfigErrorsTest, NewlinesFromTheFileAreEscapedToKeepOneErrorALine) {
+  EXPECT_THAT(
+      ErrorLines("defaults:\n  mode: \"en\\nforce\"\n  \"a\\rb\": 1\n"),
+      ElementsAre("test.yaml:2: defaults.mode: must be one of enforce, "
+                  "shadow (got \"en\\nforce\")",
+                  HasSubstr("test.yaml:3: defaults.a\\rb: unknown key")));
+}
+
+TEST(ParseConfigErrorsTest, SyntaxErrorIsTheOnlyError) {
+  // Content errors before a syntax error cannot be told from the syntax
+  // error's consequences: the document is not read at all.
+  EXPECT_THAT(ErrorLines("defaults:\n  mode: x\nlimits: a: b\n"),
+              ElementsAre(HasSubstr("test.yaml:3: invalid YAML")));
+}
+
 // --- files ------------------------------------------------------------------
 
 // A fresh directory per test, removed afterwards.
@@ -642,6 +856,19 @@ TEST_F(LoadConfigFileTest, ParseErrorNamesThePathAndLine) {
   EXPECT_THAT(
       Msg(set.status()),
       HasSubstr(absl::StrCat(path.string(), ":4: defaults.cooldown.jitter: ")));
+}
+
+TEST_F(LoadConfigFileTest, EveryErrorLineNamesThePath) {
+  const fs::path path = dir_ / "config.yaml";
+  WriteFile(path, "defaults:\n  mode: x\nlimits:\n  idle_ttl: 1\n");
+  absl::StatusOr<std::shared_ptr<const PolicySet>> set =
+      LoadConfigFile(path.string());
+  ASSERT_FALSE(set.ok());
+  EXPECT_THAT(
+      ConfigErrorLines(set.status()),
+      ElementsAre(
+          HasSubstr(absl::StrCat(path.string(), ":2: defaults.mode: ")),
+          HasSubstr(absl::StrCat(path.string(), ":4: limits.idle_ttl: "))));
 }
 
 // --- ConfigReloader

@@ -2,12 +2,17 @@
 """Offline checks of deploy/kubernetes: renders every kustomization and
 asserts what the sidecar must look like once rendered.
 
-Usage: check_kubernetes.py --kustomize CMD [--breakerd PATH] [--repo DIR]
+Usage: check_kubernetes.py --kustomize CMD [--breakerd PATH]
+                           [--breakerctl PATH] [--repo DIR]
        check_kubernetes.py --dockerfile-only [--breakerd PATH]
+                           [--breakerctl PATH]
 
 --kustomize is the render command, with the directory appended: for example
 "kubectl kustomize" or "/path/to/kustomize build". --breakerd, when given,
-starts the real binary on every rendered breakerd config to prove it loads.
+checks every rendered breakerd config with `breakerd --check-config` (the
+CI check the README recommends), reads its --trace-max-bytes default, and
+maps its shared libraries to the runtime image's packages; --breakerctl
+adds breakerctl's libraries to that mapping.
 Run through tests/deploy/check_kubernetes.sh, which finds or installs the
 tools. Exits 1 on any failure and prints every failure, not just the first.
 """
@@ -15,6 +20,7 @@ tools. Exits 1 on any failure and prints every failure, not just the first.
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -25,6 +31,14 @@ import time
 import yaml
 
 FAILURES = []
+
+# breakerd's --trace-max-bytes default (server/main.cc), used unless the
+# real binary is given (then read from its --help).
+TRACE_MAX_BYTES_DEFAULT = 8 << 20
+# Room the state file and the last good config need beside a trace on the
+# state emptyDir: one line per breaker that is not closed (about 2 MiB at
+# 10,000) plus a config file.
+STATE_DIR_HEADROOM = 4 << 20
 
 
 def check(cond, what):
@@ -67,6 +81,30 @@ def parse_flags(args):
             key, value = arg[2:].split("=", 1)
             flags[key] = value
     return flags
+
+
+def parse_quantity(text):
+    """A Kubernetes quantity of bytes ("16Mi", "8M", "1024") as an int."""
+    if text is None:
+        return None
+    units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+    text = str(text)
+    for unit, factor in units.items():
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * factor)
+    return int(float(text))
+
+
+def mount_of(path, mounts):
+    """The volumeMount whose mountPath holds `path` (longest match)."""
+    best = None
+    for m in mounts:
+        root = m["mountPath"].rstrip("/") + "/"
+        if path.startswith(root) and (
+                best is None or len(root) > len(best["mountPath"])):
+            best = m
+    return best
 
 
 def parse_seconds(text):
@@ -181,8 +219,11 @@ def check_sidecar(docs, label, native):
             key = os.path.basename(flags.get("config", ""))
             check(key in cm.get("data", {}),
                   f"ConfigMap {cm_name} has the key {key}")
-            check(cm_name == "breakerd-config",
-                  "ConfigMap name has no hash suffix (reloads in place)")
+            # breakerd-config, or <app>-breakerd-config with
+            # components/breakerd-per-app; never a hash suffix.
+            check(cm_name.endswith("breakerd-config"),
+                  f"ConfigMap name {cm_name} has no hash suffix (reloads "
+                  f"in place)")
     state_dir = os.path.dirname(flags.get("state-file", "/nonexistent/x"))
     state_mounts = [m for m in mounts
                     if "emptyDir" in volumes.get(m["name"], {})
@@ -190,6 +231,31 @@ def check_sidecar(docs, label, native):
     check(len(state_mounts) == 1 and not state_mounts[0].get("readOnly"),
           f"--state-file ({flags.get('state-file')}) lies on a writable "
           f"emptyDir mount (survives container restarts)")
+    # A --trace-file grows to --trace-max-bytes. On an emptyDir, past its
+    # sizeLimit the kubelet evicts the pod; the state emptyDir also holds
+    # the state file and the last good config. Checked whether or not the
+    # trace is on, so that turning it on with the defaults is safe.
+    trace_bound = int(flags.get("trace-max-bytes", TRACE_MAX_BYTES_DEFAULT))
+    trace_file = flags.get("trace-file")
+    trace_mount = (mount_of(trace_file, mounts) if trace_file
+                   else (state_mounts[0] if state_mounts else None))
+    if trace_file:
+        check(trace_mount is not None
+              and "emptyDir" in volumes.get(trace_mount["name"], {})
+              and not trace_mount.get("readOnly"),
+              f"--trace-file ({trace_file}) lies on a writable emptyDir "
+              f"mount (the root filesystem is read-only)")
+    if trace_mount is not None and "emptyDir" in volumes.get(
+            trace_mount["name"], {}):
+        limit = parse_quantity(
+            volumes[trace_mount["name"]]["emptyDir"].get("sizeLimit"))
+        shared = trace_mount["mountPath"] == state_dir
+        need = trace_bound + (STATE_DIR_HEADROOM if shared else 0)
+        check(limit is not None and need <= limit,
+              f"emptyDir {trace_mount['name']} sizeLimit "
+              f"({limit} bytes) holds a trace of --trace-max-bytes "
+              f"({trace_bound}){' plus the state and config files' if shared else ''}"
+              f" ({need} bytes): no eviction")
     secret_mounts = [m for m in mounts
                      if "secret" in volumes.get(m["name"], {})]
     check(len(secret_mounts) == 1, "one Secret volume mounted")
@@ -205,6 +271,9 @@ def check_sidecar(docs, label, native):
         secret = find(docs, "Secret", vol["secretName"])
         check(len(secret) == 1 and "token" in secret[0].get("data", {}),
               f"Secret {vol['secretName']} (example) has the key token")
+        check(vol["secretName"].endswith("breakerd-admin-token"),
+              f"Secret name {vol['secretName']} has no hash suffix (a "
+              f"rotated token reaches running pods)")
 
     grace = spec.get("terminationGracePeriodSeconds", 30)
     budget = parse_seconds(flags.get("shutdown-grace", "10s"))
@@ -277,8 +346,52 @@ def check_monitoring(docs, repo, sidecar):
                       "deploy/grafana/breakerd.json deploy/kubernetes/monitoring/)")
 
 
+def help_defaults(breakerd):
+    """{flag: default} from `breakerd --help` ("  --flag=V" ... "default: D")."""
+    proc = subprocess.run([breakerd, "--help"], capture_output=True,
+                          text=True, timeout=30)
+    defaults = {}
+    flag = None
+    for line in (proc.stdout + proc.stderr).splitlines():
+        m = re.match(r"\s*--([a-z0-9-]+)", line)
+        if m and line.lstrip().startswith("--"):
+            flag = m.group(1)
+            continue
+        m = re.match(r"\s*default: (.*)$", line)
+        if m and flag:
+            defaults[flag] = m.group(1).strip()
+    return defaults
+
+
+def check_config_file(breakerd, label, config_text, expect_ok=True):
+    """`breakerd --check-config FILE`, the CI check the READMEs recommend:
+    exit 0 for a good file; 2 and FILE:LINE: errors for a bad one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "config.yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(config_text)
+        proc = subprocess.run([breakerd, "--check-config", path],
+                              capture_output=True, text=True, timeout=30)
+        out = (proc.stdout + proc.stderr).strip()
+        errors = [line for line in out.splitlines()
+                  if re.match(re.escape(path) + r":\d+: ", line)]
+        passed = (proc.returncode == 0 if expect_ok
+                  else proc.returncode == 2 and bool(errors))
+        detail = ("" if passed or not out else
+                  "\n    " + "\n    ".join(out.splitlines()[-5:]))
+        if expect_ok:
+            check(passed, f"[{label}] breakerd --check-config accepts the "
+                  f"rendered config.yaml (exit {proc.returncode}){detail}")
+        else:
+            check(passed, f"[{label}] breakerd --check-config refuses it: "
+                  f"exit {proc.returncode} (want 2), {len(errors)} errors "
+                  f"as FILE:LINE:{detail}")
+
+
 def check_config_loads(breakerd, label, config_text):
-    """Starts the real binary on the rendered config: it must reach `serving`."""
+    """Starts the real binary on the rendered config: it must reach `serving`.
+    Only for a breakerd without --check-config: one that has it falls back to
+    a good config instead of failing, so reaching `serving` proves nothing."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "config.yaml")
         with open(path, "w", encoding="utf-8") as f:
@@ -330,7 +443,18 @@ def dockerfile_instructions(text):
     return out
 
 
-def check_dockerfile(repo, breakerd):
+def build_targets(build_run):
+    """The targets of every `cmake --build ... --target A B` in the build RUNs."""
+    targets = []
+    for m in re.finditer(r"--target((?:\s+[A-Za-z0-9_.+-]+)+)", build_run):
+        for word in m.group(1).split():
+            if word.startswith("-"):
+                break
+            targets.append(word)
+    return targets
+
+
+def check_dockerfile(repo, breakerd, breakerctl=None):
     """Structural checks of deploy/docker/Dockerfile (no Docker engine here)."""
     print("[docker] deploy/docker/Dockerfile")
     path = os.path.join(repo, "deploy/docker/Dockerfile")
@@ -364,7 +488,9 @@ def check_dockerfile(repo, breakerd):
           f"install-deps.sh lists (extra: {extra})")
     check("-DCMAKE_BUILD_TYPE=Release" in build_run and "Ninja" in build_run,
           "build stage: cmake -G Ninja Release")
-    check("--target breakerd" in build_run, "build stage builds breakerd")
+    targets = build_targets(build_run)
+    check("breakerd" in targets and "breakerctl" in targets,
+          f"build stage builds breakerd and breakerctl (targets: {targets})")
     runtime_run = " ".join(r for w, r in runtime if w == "RUN")
     check("-dev" not in runtime_run.replace("/dev/", ""),
           "runtime stage installs no -dev package")
@@ -372,9 +498,12 @@ def check_dockerfile(repo, breakerd):
           "runtime apt-get uses --no-install-recommends")
     check("rm -rf /var/lib/apt/lists" in runtime_run, "apt lists removed")
     copies = [r for w, r in runtime if w == "COPY"]
-    check(any(r.startswith(f"--from={build_name} ") and
-              r.endswith("/usr/local/bin/breakerd") for r in copies),
-          "runtime copies breakerd from the build stage to /usr/local/bin")
+    for binary in ("breakerd", "breakerctl"):
+        check(any(r.startswith(f"--from={build_name} ") and
+                  r.split()[-2].endswith(f"/{binary}") and
+                  r.endswith(f"/usr/local/bin/{binary}") for r in copies),
+              f"runtime copies {binary} from the build stage to "
+              f"/usr/local/bin/{binary} (kubectl exec ... -- {binary})")
     users = [r for w, r in runtime if w == "USER"]
     check(users and users[-1].split(":")[0] == "65532",
           f"runs as the numeric non-root user 65532 ({users[-1:]})")
@@ -391,14 +520,19 @@ def check_dockerfile(repo, breakerd):
             patterns = f.read().split()
         check("build*/" in patterns or "build*" in patterns,
               ".dockerignore excludes build*/")
-    if not breakerd:
+    binaries = [b for b in (breakerd, breakerctl) if b]
+    if not binaries:
         return
-    # Every shared library the real binary loads comes from a package the
+    # Every shared library the real binaries load comes from a package the
     # runtime stage installs (or that debian:12-slim already has).
     base_image = {"libc6", "libstdc++6", "libgcc-s1", "zlib1g"}
-    proc = subprocess.run(["ldd", breakerd], capture_output=True, text=True)
-    libs = [line.split("=>")[1].split()[0] for line in proc.stdout.splitlines()
-            if "=>" in line and "/" in line.split("=>")[1]]
+    libs = []
+    for binary in binaries:
+        proc = subprocess.run(["ldd", binary], capture_output=True, text=True)
+        libs += [line.split("=>")[1].split()[0]
+                 for line in proc.stdout.splitlines()
+                 if "=>" in line and "/" in line.split("=>")[1]]
+    libs = sorted(set(libs))
     packages = set()
     for lib in libs:
         real = os.path.realpath(lib)
@@ -414,7 +548,8 @@ def check_dockerfile(repo, breakerd):
             return
         packages.add(found)
     missing = sorted(p for p in packages - base_image if p not in runtime_run.split())
-    check(not missing, f"runtime stage installs every package breakerd links "
+    names = " and ".join(os.path.basename(b) for b in binaries)
+    check(not missing, f"runtime stage installs every package {names} link "
           f"({len(packages)} packages; missing: {missing})")
 
 
@@ -422,14 +557,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kustomize", default="")
     ap.add_argument("--breakerd")
+    ap.add_argument("--breakerctl")
     ap.add_argument("--dockerfile-only", action="store_true",
                     help="no renderer: check only the Dockerfile")
     ap.add_argument("--repo", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     args = ap.parse_args()
     k8s = os.path.join(args.repo, "deploy", "kubernetes")
+    global TRACE_MAX_BYTES_DEFAULT
+    defaults = help_defaults(args.breakerd) if args.breakerd else {}
+    if "trace-max-bytes" in defaults:
+        TRACE_MAX_BYTES_DEFAULT = int(defaults["trace-max-bytes"])
     if args.dockerfile_only:
-        check_dockerfile(args.repo, args.breakerd)
+        check_dockerfile(args.repo, args.breakerd, args.breakerctl)
         return 1 if FAILURES else 0
 
     print("[overlays/example-app] render")
@@ -447,18 +587,32 @@ def main():
                      args.repo, native)
 
     if args.breakerd:
-        print("[config] the rendered configs load in the real binary")
-        configs = {"components default": open(
-            os.path.join(k8s, "components/breakerd-common/config.yaml"),
-            encoding="utf-8").read()}
+        configs = {}
+        for label, path in (
+                ("components default", "components/breakerd-common/config.yaml"),
+                ("image default", "../config/breakerd.yaml")):
+            with open(os.path.join(k8s, path), encoding="utf-8") as f:
+                configs[label] = f.read()
         for label, docs in (("example-app", native_docs),
                             ("legacy", legacy_docs)):
-            for cm in find(docs, "ConfigMap", "breakerd-config"):
-                configs[label] = cm["data"]["config.yaml"]
-        for label, text in configs.items():
-            check_config_loads(args.breakerd, label, text)
+            for cm in find(docs, "ConfigMap"):
+                if cm["metadata"]["name"].endswith("breakerd-config"):
+                    configs[label] = cm["data"]["config.yaml"]
+        if "check-config" in defaults:
+            print("[config] breakerd --check-config on every rendered config")
+            for label, text in configs.items():
+                check_config_file(args.breakerd, label, text)
+            # The CI check catches a bad file (what a bad ConfigMap would be).
+            check_config_file(args.breakerd, "a bad config",
+                              "defaults:\n  consecutive_failures: -1\n"
+                              "  no_such_key: 1\n", expect_ok=False)
+        else:
+            print("[config] the rendered configs load in the real binary "
+                  "(this breakerd has no --check-config)")
+            for label, text in configs.items():
+                check_config_loads(args.breakerd, label, text)
 
-    check_dockerfile(args.repo, args.breakerd)
+    check_dockerfile(args.repo, args.breakerd, args.breakerctl)
 
     if FAILURES:
         print(f"\n{len(FAILURES)} check(s) failed:")

@@ -3,9 +3,10 @@
 # under deploy/kubernetes rendered and checked (tests/deploy/check_kubernetes.py),
 # plus the Dockerfile's structure. No cluster, no Docker engine.
 #
-# Usage: tests/deploy/check_kubernetes.sh [path/to/breakerd]
-#   With the binary, the rendered breakerd configs are also loaded by it and
-#   the Dockerfile's runtime packages are compared with what it links.
+# Usage: tests/deploy/check_kubernetes.sh [path/to/breakerd [path/to/breakerctl]]
+#   With breakerd, the rendered breakerd configs are also checked by it
+#   (`breakerd --check-config`) and the Dockerfile's runtime packages are
+#   compared with what it links; with breakerctl, with what both link.
 #
 # Tools, found or installed in this order (installs go to $BREAKERD_TOOLS_DIR,
 # default ~/.cache/breakerd-tools, and are reused by later runs):
@@ -26,6 +27,11 @@ breakerd="${1:-}"
 if [ -n "$breakerd" ] && [ ! -x "$breakerd" ]; then
   echo "--- note: $breakerd is not built; the checks that run it are skipped"
   breakerd=""
+fi
+breakerctl="${2:-}"
+if [ -n "$breakerctl" ] && [ ! -x "$breakerctl" ]; then
+  echo "--- note: $breakerctl is not built; its library check is skipped"
+  breakerctl=""
 fi
 tools="${BREAKERD_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/breakerd-tools}"
 mkdir -p "$tools/bin" "$tools/py"
@@ -113,6 +119,7 @@ fi
 
 args=(--repo "$repo")
 [ -n "$breakerd" ] && args+=(--breakerd "$breakerd")
+[ -n "$breakerctl" ] && args+=(--breakerctl "$breakerctl")
 if [ -n "$render" ]; then
   log "render with: $render"
   python3 "$repo/tests/deploy/check_kubernetes.py" --kustomize "$render" \

@@ -268,7 +268,8 @@ std::string LabelOf(const PromSample& sample, const std::string& label) {
 }
 
 std::string StateSelector(const std::string& dependency) {
-  return absl::StrCat("breakerd_state{dependency=\"", dependency, "\"}");
+  return absl::StrCat("breakerd_state{dependency=\"", dependency,
+                      "\",mode=\"enforce\"}");
 }
 
 class BreakerdE2eTest : public ::testing::Test {

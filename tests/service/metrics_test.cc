@@ -217,6 +217,7 @@ class MetricsTest : public ::testing::Test {
     stats.version = "1.2.3";
     stats.reload_successes = [] { return uint64_t{3}; };
     stats.reload_failures = [] { return uint64_t{1}; };
+    stats.config_valid = [] { return false; };
     stats.watch_streams = [] { return uint64_t{7}; };
     stats.rpc_methods = [] {
       std::vector<RpcMethodStats> methods(2);
@@ -308,7 +309,7 @@ TEST_F(MetricsTest, TrippedBreakerShowsOpenStateTransitionAndCounts) {
 
   std::map<std::string, double> s = Samples();
   const std::string d = "dependency=\"openai/key-1\"";
-  EXPECT_EQ(s.at("breakerd_state{" + d + "}"), 2);
+  EXPECT_EQ(s.at("breakerd_state{" + d + ",mode=\"enforce\"}"), 2);
   EXPECT_EQ(s.at("breakerd_transitions_total{" + d +
                  ",from=\"closed\",to=\"open\",reason=\"consecutive_"
                  "failures\"}"),
@@ -369,7 +370,7 @@ TEST_F(MetricsTest, HalfOpenProbeAndCooldownTransitionsAreCounted) {
 
   std::map<std::string, double> s = Samples();
   const std::string d = "dependency=\"db/main\"";
-  EXPECT_EQ(s.at("breakerd_state{" + d + "}"), 1);
+  EXPECT_EQ(s.at("breakerd_state{" + d + ",mode=\"enforce\"}"), 1);
   EXPECT_EQ(s.at("breakerd_acquire_total{" + d + ",decision=\"probe\"}"), 1);
   EXPECT_EQ(s.at("breakerd_transitions_total{" + d +
                  ",from=\"open\",to=\"half_open\",reason=\"cooldown_"
@@ -381,7 +382,7 @@ TEST_F(MetricsTest, HalfOpenProbeAndCooldownTransitionsAreCounted) {
                           Facts(OutcomeClass::kSuccess, absl::ZeroDuration()))
                   .ok());
   s = Samples();
-  EXPECT_EQ(s.at("breakerd_state{" + d + "}"), 0);
+  EXPECT_EQ(s.at("breakerd_state{" + d + ",mode=\"enforce\"}"), 0);
   EXPECT_EQ(s.at("breakerd_transitions_total{" + d +
                  ",from=\"half_open\",to=\"closed\",reason=\"probe_"
                  "succeeded\"}"),
@@ -409,8 +410,8 @@ TEST_F(MetricsTest, ForcedStatesAreEncoded) {
   ASSERT_TRUE(registry_.ForceOpen("a").ok());
   ASSERT_TRUE(registry_.ForceClose("b").ok());
   std::map<std::string, double> s = Samples();
-  EXPECT_EQ(s.at("breakerd_state{dependency=\"a\"}"), 3);
-  EXPECT_EQ(s.at("breakerd_state{dependency=\"b\"}"), 4);
+  EXPECT_EQ(s.at("breakerd_state{dependency=\"a\",mode=\"enforce\"}"), 3);
+  EXPECT_EQ(s.at("breakerd_state{dependency=\"b\",mode=\"enforce\"}"), 4);
   EXPECT_EQ(s.at("breakerd_breakers"), 2);
 }
 
@@ -497,10 +498,11 @@ TEST_F(MetricsTest, ServedTextMatchesPrometheusCppInEveryState) {
 
   // The scenario produced what it meant to (else the comparison is weak).
   for (const char* expected :
-       {"breakerd_state{dependency=\"svc/half-open\"} 1",
-        "breakerd_state{dependency=\"svc/reopened\"} 2",
-        "breakerd_state{dependency=\"svc/forced-open\"} 3",
-        "breakerd_state{dependency=\"svc/forced-closed\"} 4",
+       {"breakerd_state{dependency=\"svc/half-open\",mode=\"enforce\"} 1",
+        "breakerd_state{dependency=\"svc/reopened\",mode=\"enforce\"} 2",
+        "breakerd_state{dependency=\"svc/forced-open\",mode=\"enforce\"} 3",
+        "breakerd_state{dependency=\"svc/forced-closed\",mode=\"enforce\"} 4",
+        "breakerd_state{dependency=\"shadow/x\",mode=\"shadow\"} 1",
         "reason=\"probe_succeeded\"",
         "reason=\"probe_failed\"",
         "reason=\"forced_closed\"",
@@ -559,10 +561,11 @@ TEST_F(MetricsTest, ServedTextIsExactForOneBreaker) {
   EXPECT_EQ(
       Scrape(),
       absl::StrCat(
-          header(FamilyId::kState), "breakerd_state", d, "} 0\n",
-          header(FamilyId::kTransitions), header(FamilyId::kAcquires),
-          "breakerd_acquire_total", d, ",decision=\"allowed\"} 1\n",
-          header(FamilyId::kReports), "breakerd_reports_total", d,
+          header(FamilyId::kState), "breakerd_state", d,
+          ",mode=\"enforce\"} 0\n", header(FamilyId::kTransitions),
+          header(FamilyId::kAcquires), "breakerd_acquire_total", d,
+          ",decision=\"allowed\"} 1\n", header(FamilyId::kReports),
+          "breakerd_reports_total", d,
           ",class=\"success\",effect=\"counted_success\"} 1\n",
           header(FamilyId::kFailureRate), "breakerd_failure_rate", d, "} 0\n",
           header(FamilyId::kStateSeconds), "breakerd_state_seconds_total", d,
@@ -575,6 +578,7 @@ TEST_F(MetricsTest, ServedTextIsExactForOneBreaker) {
           header(FamilyId::kConfigReloads),
           "breakerd_config_reloads_total{result=\"success\"} 3\n"
           "breakerd_config_reloads_total{result=\"failure\"} 1\n",
+          header(FamilyId::kConfigValid), "breakerd_config_valid 0\n",
           header(FamilyId::kUnknownPermits),
           "breakerd_unknown_permits_total 0\n", header(FamilyId::kWatchStreams),
           "breakerd_watch_streams 7\n", header(FamilyId::kGrpcHandled),
@@ -773,14 +777,16 @@ TEST(JsonLogTest, TransitionLoggerWritesOneLinePerTransition) {
   const std::string& line = log.lines()[0];
   EXPECT_THAT(line, ::testing::StartsWith("{\"ts\":\""));
   EXPECT_THAT(line, ::testing::EndsWith("}\n"));
-  EXPECT_THAT(line,
-              HasSubstr("\"level\":\"warn\",\"event\":\"transition\","
-                        "\"dependency\":\"x/y\",\"from\":\"closed\","
-                        "\"to\":\"open\",\"reason\":\"consecutive_failures\","
-                        "\"generation\":1,\"retry_after_ms\":30000,"
-                        "\"escalation_level\":0,\"consecutive_failures\":5,"
-                        "\"window_calls\":5,\"window_failures\":5,"
-                        "\"window_slow\":0}"));
+  EXPECT_THAT(
+      line,
+      HasSubstr(
+          "\"level\":\"warn\",\"event\":\"transition\","
+          "\"dependency\":\"x/y\",\"from\":\"closed\","
+          "\"to\":\"open\",\"reason\":\"consecutive_failures\","
+          "\"mode\":\"enforce\",\"generation\":1,\"retry_after_ms\":30000,"
+          "\"escalation_level\":0,\"consecutive_failures\":5,"
+          "\"window_calls\":5,\"window_failures\":5,"
+          "\"window_slow\":0}"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "tools/breakerctl/format.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -97,30 +98,60 @@ std::string FormatStatus(const v1::BreakerStatus& s) {
       "probe_in_flight: ", s.probe_in_flight() ? "true" : "false", "\n");
 }
 
+namespace {
+
+// RFC 3339 in UTC, to the millisecond.
+std::string Timestamp(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
+}
+
+}  // namespace
+
 std::string FormatChange(const v1::StateChange& change,
                          absl::Time received_at) {
   return absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", received_at,
-                       absl::UTCTimeZone()),
-      " ", change.dependency(), " ", StateName(change.previous()), " -> ",
-      StateName(change.state()), " reason=", change.reason(),
-      " gen=", change.generation(),
+      Timestamp(received_at), " ", change.dependency(), " ",
+      StateName(change.previous()), " -> ", StateName(change.state()),
+      " reason=", change.reason(), " gen=", change.generation(),
       " retry_after=", FormatProtoDuration(change.retry_after()));
 }
 
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+  // always_print_primitive_fields leaves unset message fields out: give
+  // them their zero value, so "every field is printed" holds for them too.
+  std::unique_ptr<google::protobuf::Message> copy(message.New());
+  copy->CopyFrom(message);
+  const google::protobuf::Descriptor* descriptor = copy->GetDescriptor();
+  const google::protobuf::Reflection* reflection = copy->GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    if (field->cpp_type() ==
+            google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE &&
+        !field->is_repeated() && !reflection->HasField(*copy, field)) {
+      reflection->MutableMessage(copy.get(), field);
+    }
+  }
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;
   options.add_whitespace = false;
   std::string out;
   auto status =
-      google::protobuf::util::MessageToJsonString(message, &out, options);
+      google::protobuf::util::MessageToJsonString(*copy, &out, options);
   if (!status.ok()) {
     return absl::InternalError(
         absl::StrCat("cannot print JSON: ", status.ToString()));
   }
   return out;
+}
+
+absl::StatusOr<std::string> ChangeToJson(const v1::StateChange& change,
+                                         absl::Time received_at) {
+  absl::StatusOr<std::string> json = ToJson(change);
+  if (!json.ok()) return json;
+  // ToJson's object starts with '{'.
+  return absl::StrCat("{\"received_at\":\"", Timestamp(received_at), "\"",
+                      json->size() > 2 ? "," : "", json->substr(1));
 }
 
 std::string StatusCodeName(grpc::StatusCode code) {

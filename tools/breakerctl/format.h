@@ -37,8 +37,14 @@ std::string FormatChange(const breakerd::v1::StateChange& change,
                          absl::Time received_at);
 
 // `message` as one line of JSON with the proto field names (snake_case),
-// every field printed, enums by name. Returns INTERNAL if protobuf refuses.
+// every field printed (an unset message field such as retry_after as its
+// zero value, "0s"), enums by name. Returns INTERNAL if protobuf refuses.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
+
+// One Watch event as one line of JSON: "received_at" (RFC 3339 UTC, as in
+// FormatChange) first, then the fields of ToJson.
+absl::StatusOr<std::string> ChangeToJson(
+    const breakerd::v1::StateChange& change, absl::Time received_at);
 
 // The name of a gRPC status code, e.g. "UNAUTHENTICATED"; "CODE_<n>" for a
 // number gRPC does not define.

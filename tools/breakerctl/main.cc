@@ -285,7 +285,7 @@ int Watch(v1::Breaker::Stub* stub, const std::vector<std::string>& deps) {
   v1::StateChange change;
   while (reader->Read(&change)) {
     if (json) {
-      absl::StatusOr<std::string> line = ToJson(change);
+      absl::StatusOr<std::string> line = ChangeToJson(change, absl::Now());
       if (!line.ok()) {
         std::cerr << "breakerctl: " << line.status().message() << "\n";
         continue;

@@ -1064,7 +1064,11 @@ type StateChange struct {
 	Generation uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
 	// Time left in the cooldown when the state is open: refuse locally until
 	// then, and no timer is needed on the server.
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// The breaker's policy mode: "enforce" or "shadow". A shadow breaker
+	// computes and reports every transition but the sidecar always allows its
+	// calls, so a client never refuses a shadow breaker locally.
+	Mode          string `protobuf:"bytes,8,opt,name=mode,proto3" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1139,6 +1143,13 @@ func (x *StateChange) GetRetryAfter() *durationpb.Duration {
 		return x.RetryAfter
 	}
 	return nil
+}
+
+func (x *StateChange) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
 }
 
 type ForceOpenRequest struct {
@@ -1394,7 +1405,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x12ListStatesResponse\x126\n" +
 	"\bbreakers\x18\x01 \x03(\v2\x1a.breakerd.v1.BreakerStatusR\bbreakers\"2\n" +
 	"\fWatchRequest\x12\"\n" +
-	"\fdependencies\x18\x01 \x03(\tR\fdependencies\"\xfb\x01\n" +
+	"\fdependencies\x18\x01 \x03(\tR\fdependencies\"\x8f\x02\n" +
 	"\vStateChange\x12\x1e\n" +
 	"\n" +
 	"dependency\x18\x01 \x01(\tR\n" +
@@ -1406,7 +1417,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"generation\x18\x05 \x01(\x04R\n" +
 	"generation\x12:\n" +
 	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"2\n" +
+	"retryAfter\x12\x12\n" +
+	"\x04mode\x18\b \x01(\tR\x04mode\"2\n" +
 	"\x10ForceOpenRequest\x12\x1e\n" +
 	"\n" +
 	"dependency\x18\x01 \x01(\tR\n" +

@@ -180,20 +180,22 @@ class ResetRequest(_message.Message):
     def __init__(self, dependency: _Optional[str] = ...) -> None: ...
 
 class StateChange(_message.Message):
-    __slots__ = ["dependency", "generation", "previous", "reason", "retry_after", "state"]
+    __slots__ = ["dependency", "generation", "mode", "previous", "reason", "retry_after", "state"]
     DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     dependency: str
     generation: int
+    mode: str
     previous: State
     reason: str
     retry_after: _duration_pb2.Duration
     state: State
-    def __init__(self, dependency: _Optional[str] = ..., state: _Optional[_Union[State, str]] = ..., previous: _Optional[_Union[State, str]] = ..., reason: _Optional[str] = ..., generation: _Optional[int] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, dependency: _Optional[str] = ..., state: _Optional[_Union[State, str]] = ..., previous: _Optional[_Union[State, str]] = ..., reason: _Optional[str] = ..., generation: _Optional[int] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., mode: _Optional[str] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ["dependencies"]

@@ -20,6 +20,12 @@ export interface StateChange {
    * then, and no timer is needed on the server.
    */
   'retry_after'?: (_google_protobuf_Duration | null);
+  /**
+   * The breaker's policy mode: "enforce" or "shadow". A shadow breaker
+   * computes and reports every transition but the sidecar always allows its
+   * calls, so a client never refuses a shadow breaker locally.
+   */
+  'mode'?: (string);
 }
 
 export interface StateChange__Output {
@@ -38,4 +44,10 @@ export interface StateChange__Output {
    * then, and no timer is needed on the server.
    */
   'retry_after': (_google_protobuf_Duration__Output | null);
+  /**
+   * The breaker's policy mode: "enforce" or "shadow". A shadow breaker
+   * computes and reports every transition but the sidecar always allows its
+   * calls, so a client never refuses a shadow breaker locally.
+   */
+  'mode': (string);
 }

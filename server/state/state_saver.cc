@@ -1,0 +1,52 @@
+#include "server/state/state_saver.h"
+
+#include <utility>
+#include <vector>
+
+#include "server/state/state_file.h"
+
+namespace breakerd {
+
+StateSaver::StateSaver(const Registry* registry, std::string path,
+                       std::function<absl::Time()> wall_now)
+    : registry_(registry),
+      path_(std::move(path)),
+      wall_now_(std::move(wall_now)) {}
+
+void StateSaver::OnTransition(const Transition& t) {
+  switch (t.reason) {
+    case TransitionReason::kForcedOpen:
+    case TransitionReason::kForcedClosed:
+    case TransitionReason::kReset:
+      stale_.store(true, std::memory_order_release);
+      break;
+    default:
+      break;
+  }
+}
+
+absl::StatusOr<size_t> StateSaver::SaveIfStale() {
+  MutexLock lock(&write_mu_);
+  if (!stale_.load(std::memory_order_acquire)) return 0;
+  return WriteLocked();
+}
+
+absl::StatusOr<size_t> StateSaver::Save() {
+  MutexLock lock(&write_mu_);
+  return WriteLocked();
+}
+
+absl::StatusOr<size_t> StateSaver::WriteLocked() {
+  // Cleared before collecting: an override made while the file is written
+  // marks it stale again, so it is never lost.
+  stale_.store(false, std::memory_order_release);
+  const std::vector<SavedBreaker> breakers =
+      CollectState(*registry_, wall_now_());
+  if (absl::Status s = WriteStateFile(path_, breakers); !s.ok()) {
+    stale_.store(true, std::memory_order_release);
+    return s;
+  }
+  return breakers.size();
+}
+
+}  // namespace breakerd
