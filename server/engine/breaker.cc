@@ -386,7 +386,12 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
 
 bool Breaker::FleetAllowsProbe(Instant now, AcquireResult* r) {
   ProbeArbiter* arbiter = context_->arbiter;
-  if (arbiter == nullptr || !arbiter->Active()) return true;
+  // A shadow breaker's episodes are its own (never published): it probes
+  // locally and never holds the fleet's probe.
+  if (arbiter == nullptr || !arbiter->Active() ||
+      policy_->mode == Mode::kShadow) {
+    return true;
+  }
   if (claim_ == Claim::kHeld && now.ns < claim_until_ns_) return true;
   r->reason = RejectReason::kProbeInFlight;
   if (claim_ == Claim::kNone || now.ns >= claim_until_ns_) {

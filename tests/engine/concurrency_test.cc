@@ -5,9 +5,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/barrier.h"
 #include "gtest/gtest.h"
 #include "server/engine/clock.h"
+#include "server/engine/mutex.h"
 #include "server/engine/registry.h"
 
 namespace breakerd {
@@ -63,6 +66,88 @@ TEST(ConcurrencyTest, ManyThreadsGetExactlyOneProbePerLease) {
     EXPECT_EQ(probes.load(), 1) << "lease " << lease;
     EXPECT_EQ(in_flight_rejections.load(), kThreads * kCallsPerThread - 1);
     clock.Advance(Seconds(5));  // the lease lapses: one more probe may go
+  }
+}
+
+// Records, per dependency, whether an observer ever saw a generation go
+// back (the order the Watch streams deliver in).
+class OrderObserver : public TransitionObserver {
+ public:
+  void OnTransition(const Transition& t) override {
+    MutexLock lock(&mu_);
+    uint64_t& last = last_[t.dependency];
+    if (t.generation < last) ++backwards_;
+    last = t.generation;
+    ++events_;
+  }
+  int backwards() {
+    MutexLock lock(&mu_);
+    return backwards_;
+  }
+  int events() {
+    MutexLock lock(&mu_);
+    return events_;
+  }
+  uint64_t last(const std::string& dependency) {
+    MutexLock lock(&mu_);
+    return last_[dependency];
+  }
+
+ private:
+  Mutex mu_;
+  absl::flat_hash_map<std::string, uint64_t> last_ ABSL_GUARDED_BY(mu_);
+  int backwards_ ABSL_GUARDED_BY(mu_) = 0;
+  int events_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST(ConcurrencyTest, ObserversSeeEachBreakersTransitionsInOrder) {
+  FakeClock clock;
+  auto set = std::make_shared<PolicySet>(*NoJitter());
+  auto strict = std::make_shared<Policy>(*set->defaults);
+  strict->consecutive_failures = 1;
+  set->defaults = strict;
+  Registry registry(set, &clock);
+  OrderObserver observer;
+  registry.AddObserver(&observer);
+
+  // Failing reports (each trips: consecutive_failures 1) race admin calls
+  // on the same two breakers.
+  constexpr int kRounds = 2000;
+  const std::string deps[] = {"race/a", "race/b"};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        const std::string& dep = deps[i % 2];
+        auto a = registry.Acquire(dep, 0);
+        if (!a.ok() || a->permit == 0) continue;
+        ReportRequestFacts f;
+        f.outcome.http_status = 503;
+        registry.Report(dep, a->permit, f).IgnoreError();
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      const std::string& dep = deps[i % 2];
+      switch (i % 3) {
+        case 0:
+          registry.ForceOpen(dep).IgnoreError();
+          break;
+        case 1:
+          registry.ForceClose(dep).IgnoreError();
+          break;
+        default:
+          registry.Reset(dep).IgnoreError();
+      }
+    }
+  });
+  for (auto& th : threads) th.join();
+
+  EXPECT_GT(observer.events(), kRounds);
+  EXPECT_EQ(observer.backwards(), 0);
+  for (const std::string& dep : deps) {
+    EXPECT_EQ(observer.last(dep), registry.Get(dep)->generation) << dep;
   }
 }
 

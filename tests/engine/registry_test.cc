@@ -225,6 +225,74 @@ TEST_F(RegistryTest, EvictionFreesRoomUnderTheCap) {
   EXPECT_TRUE(small.Acquire("c", 0).ok());
 }
 
+TEST_F(RegistryTest,
+       ReloadThatChangesTheModeTellsObserversAtTheSameGeneration) {
+  Fail("openai/key-1", 2);
+  ASSERT_EQ(registry_.Get("openai/key-1")->state, State::kOpen);
+  ASSERT_TRUE(registry_.Acquire("stripe/api", 0).ok());
+  const uint64_t generation = registry_.Get("openai/key-1")->generation;
+  observer_.seen.clear();
+
+  auto next = std::make_shared<PolicySet>(*Policies());
+  auto shadow = std::make_shared<Policy>(*next->policies[0]);
+  shadow->mode = Mode::kShadow;
+  next->policies[0] = shadow;
+  registry_.ApplyPolicies(next);
+
+  // Only the breaker whose mode changed; nothing for stripe/api.
+  ASSERT_EQ(observer_.seen.size(), 1u);
+  const Transition& t = observer_.seen[0];
+  EXPECT_EQ(t.dependency, "openai/key-1");
+  EXPECT_EQ(t.reason, TransitionReason::kReload);
+  EXPECT_EQ(t.from, State::kOpen);
+  EXPECT_EQ(t.to, State::kOpen);
+  EXPECT_TRUE(t.shadow);
+  EXPECT_EQ(t.generation, generation);
+  EXPECT_EQ(t.retry_after, Seconds(10));
+  // Not a transition: neither the generation nor the counts move.
+  const BreakerSnapshot after = *registry_.Get("openai/key-1");
+  EXPECT_EQ(after.generation, generation);
+  for (const auto& c : after.transitions) {
+    EXPECT_NE(c.reason, TransitionReason::kReload);
+  }
+  // The same set again changes no mode: no event.
+  registry_.ApplyPolicies(next);
+  EXPECT_EQ(observer_.seen.size(), 1u);
+}
+
+TEST_F(RegistryTest, TransitionsCarryTheMode) {
+  auto set = std::make_shared<PolicySet>(*Policies());
+  auto shadow = std::make_shared<Policy>(*set->policies[0]);
+  shadow->mode = Mode::kShadow;
+  set->policies[0] = shadow;
+  registry_.ApplyPolicies(set);
+  Fail("openai/key-1", 2);
+  registry_.ForceOpen("stripe/api").IgnoreError();
+  ASSERT_EQ(observer_.seen.size(), 2u);
+  EXPECT_TRUE(observer_.seen[0].shadow);
+  EXPECT_FALSE(observer_.seen[1].shadow);
+}
+
+TEST_F(RegistryTest, ARecreatedBreakerContinuesAboveItsEvictedGeneration) {
+  // Three transitions, then back to plain closed and idle.
+  registry_.ForceOpen("one-off").IgnoreError();
+  registry_.ForceClose("one-off").IgnoreError();
+  registry_.Reset("one-off").IgnoreError();
+  const uint64_t evicted_generation = registry_.Get("one-off")->generation;
+  ASSERT_EQ(evicted_generation, 3u);
+  clock_.Advance(absl::Minutes(11));
+  ASSERT_EQ(registry_.EvictIdle(), 1u);
+  ASSERT_FALSE(registry_.Get("one-off").ok());
+
+  // A Watch client still holds generation 3 for the name: the new breaker's
+  // first transition must not look older than that.
+  observer_.seen.clear();
+  Fail("one-off", 5);
+  ASSERT_EQ(observer_.seen.size(), 1u);
+  EXPECT_EQ(observer_.seen[0].to, State::kOpen);
+  EXPECT_GT(observer_.seen[0].generation, evicted_generation);
+}
+
 TEST_F(RegistryTest, ListAndForEachSeeEveryBreaker) {
   for (int i = 0; i < 500; ++i) {
     ASSERT_TRUE(registry_.Acquire("dep/" + std::to_string(i), 0).ok());

@@ -201,6 +201,37 @@ class FleetSyncTest : public ::testing::Test {
   std::unique_ptr<Sidecar> a_, b_;
 };
 
+TEST_F(FleetSyncTest, AShadowBreakersOpenAndProbeResultAreNeverPublished) {
+  // a tries a policy in shadow mode; b enforces.
+  auto shadow = std::make_shared<PolicySet>(*Policies());
+  auto p = std::make_shared<Policy>(*shadow->defaults);
+  p->mode = Mode::kShadow;
+  shadow->defaults = p;
+  a_->registry.ApplyPolicies(shadow);
+
+  a_->Trip("dep/x");
+  EXPECT_TRUE(a_->Acquire("dep/x").allowed);  // shadow: allowed, yet open
+  StepAll();
+  StepAll();
+  EXPECT_EQ(b_->State("dep/x"), State::kClosed);
+  EXPECT_TRUE(b_->Acquire("dep/x").allowed);
+  // Its probe result neither: the fleet never heard of this episode.
+  Advance(Seconds(10));
+  const AcquireResult probe = a_->Acquire("dep/x");
+  ASSERT_TRUE(probe.probe);
+  a_->Report("dep/x", probe.permit, OutcomeClass::kSuccess);
+  StepAll();
+  StepAll();
+  EXPECT_EQ(a_->sync->counters().published, 0u);
+  EXPECT_EQ(b_->sync->counters().applied, 0u);
+
+  // An operator's decision on the shadow sidecar is still fleet-wide.
+  ASSERT_TRUE(a_->registry.ForceOpen("dep/y").ok());
+  StepAll();
+  StepAll();
+  EXPECT_EQ(b_->State("dep/y"), State::kForcedOpen);
+}
+
 TEST_F(FleetSyncTest, OpenPropagatesWithTheSameCooldownEnd) {
   ASSERT_TRUE(a_->sync->connected());
   a_->Trip("dep/x");

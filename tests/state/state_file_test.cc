@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "server/engine/clock.h"
 #include "server/engine/registry.h"
+#include "server/state/state_saver.h"
 
 namespace breakerd {
 namespace {
@@ -481,6 +482,80 @@ TEST_F(StateFileIoTest, ADirectoryIsNotAStateFile) {
   absl::StatusOr<std::vector<SavedBreaker>> read = ReadStateFile(path_);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(read.status().message()), HasSubstr(path_));
+}
+
+// StateSaver: overrides reach the file when they change, not only at
+// shutdown, so a crash after `reset` cannot bring the override back.
+class StateSaverTest : public StateFileIoTest {
+ protected:
+  StateSaverTest() { registry_.AddObserver(&saver_); }
+
+  std::vector<SavedBreaker> OnDisk() {
+    absl::StatusOr<std::vector<SavedBreaker>> saved = ReadStateFile(path_);
+    EXPECT_TRUE(saved.ok()) << saved.status();
+    return saved.ok() ? *saved : std::vector<SavedBreaker>{};
+  }
+
+  FakeClock clock_;
+  Registry registry_{Policies(), &clock_, 42};
+  absl::Time wall_ = absl::FromUnixSeconds(1'800'000'000);
+  StateSaver saver_{&registry_, path_, [this] { return wall_; }};
+};
+
+TEST_F(StateSaverTest, OverridesAreWrittenWhenTheyChangeAndResetRemovesThem) {
+  // Nothing changed yet: nothing written.
+  EXPECT_EQ(*saver_.SaveIfStale(), 0u);
+  EXPECT_TRUE(absl::IsNotFound(ReadStateFile(path_).status()));
+
+  ASSERT_TRUE(registry_.ForceOpen("search/api").ok());
+  ASSERT_TRUE(saver_.SaveIfStale().ok());
+  std::vector<SavedBreaker> saved = OnDisk();
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].dependency, "search/api");
+  EXPECT_EQ(saved[0].state, State::kForcedOpen);
+
+  ASSERT_TRUE(registry_.Reset("search/api").ok());
+  ASSERT_TRUE(saver_.SaveIfStale().ok());
+  EXPECT_TRUE(OnDisk().empty());
+  // Written once per change.
+  EXPECT_EQ(*saver_.SaveIfStale(), 0u);
+}
+
+TEST_F(StateSaverTest, OverridesAppliedFromElsewhereAreWrittenToo) {
+  ExternalState forced;
+  forced.kind = ExternalState::Kind::kForcedClosed;
+  ASSERT_TRUE(
+      registry_.ApplyExternal("pay/api", forced, TransitionReason::kFleet)
+          .ok());
+  ASSERT_TRUE(saver_.SaveIfStale().ok());
+  std::vector<SavedBreaker> saved = OnDisk();
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].state, State::kForcedClosed);
+}
+
+TEST_F(StateSaverTest, TripsAloneDoNotRewriteTheFileSaveDoes) {
+  for (int i = 0; i < 2; ++i) {
+    auto a = registry_.Acquire("llm/a", 0);
+    ASSERT_TRUE(a.ok());
+    ReportRequestFacts f;
+    f.outcome.explicit_class = static_cast<int>(OutcomeClass::kTimeout);
+    ASSERT_TRUE(registry_.Report("llm/a", a->permit, f).ok());
+  }
+  EXPECT_EQ(*saver_.SaveIfStale(), 0u);  // not an override
+  ASSERT_EQ(*saver_.Save(), 1u);         // shutdown writes everything
+  std::vector<SavedBreaker> saved = OnDisk();
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].state, State::kOpen);
+  EXPECT_EQ(saved[0].open_until_unix_ms, absl::ToUnixMillis(wall_) + 10000);
+}
+
+TEST_F(StateSaverTest, AFailedWriteIsTriedAgain) {
+  StateSaver saver(&registry_, dir_ + "/missing/dir/state");
+  registry_.AddObserver(&saver);
+  ASSERT_TRUE(registry_.ForceOpen("search/api").ok());
+  EXPECT_FALSE(saver.SaveIfStale().ok());
+  // Still stale: the next attempt writes again (and fails again here).
+  EXPECT_FALSE(saver.SaveIfStale().ok());
 }
 
 }  // namespace

@@ -304,6 +304,15 @@ TEST_F(BreakerctlTest, GetPrintsOneBreakerAndUnknownIsNotFound) {
   ASSERT_TRUE(object.IsMap()) << json;
   EXPECT_EQ(object["state"].as<std::string>(), "STATE_OPEN");
   EXPECT_EQ(object["generation"].as<std::string>(), "1");
+  // Every field, the Duration ones included (an open breaker's time left).
+  ASSERT_TRUE(object["retry_after"].IsScalar()) << json;
+  EXPECT_TRUE(absl::EndsWith(object["retry_after"].as<std::string>(), "s"))
+      << json;
+  Touch("b/healthy");
+  CtlResult closed = Ctl({"get", "b/healthy", "--json"});
+  ASSERT_EQ(closed.exit_code, 0) << closed;
+  EXPECT_EQ(YAML::Load(closed.out)["retry_after"].as<std::string>(), "0s")
+      << closed;
 
   CtlResult missing = Ctl({"get", "never/seen"});
   EXPECT_EQ(missing.exit_code, 1) << missing;
@@ -405,6 +414,18 @@ TEST_F(BreakerctlTest, WatchJsonPrintsOneObjectPerLine) {
       absl::StrSplit(watch.out(), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 2u) << watch.out();
   YAML::Node change = YAML::Load(lines[1]);
+  // Each line says when it was received (RFC 3339 UTC), as the text does.
+  for (const std::string& line : lines) {
+    EXPECT_TRUE(absl::StartsWith(line, "{\"received_at\":\"20")) << line;
+  }
+  absl::Time received;
+  std::string error;
+  ASSERT_TRUE(absl::ParseTime("%Y-%m-%dT%H:%M:%E*SZ",
+                              change["received_at"].as<std::string>(),
+                              &received, &error))
+      << error;
+  EXPECT_LT(absl::AbsDuration(absl::Now() - received), absl::Minutes(5));
+  EXPECT_EQ(change["retry_after"].as<std::string>().back(), 's');
   EXPECT_EQ(change["dependency"].as<std::string>(), "b/healthy");
   EXPECT_EQ(change["previous"].as<std::string>(), "STATE_CLOSED");
   EXPECT_EQ(change["state"].as<std::string>(), "STATE_OPEN");

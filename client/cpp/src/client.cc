@@ -9,13 +9,15 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/random/random.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "breakerd/internal/proto_duration.h"
+#include "breakerd/internal/sidecar_presence.h"
+#include "breakerd/internal/watch_cache.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -23,6 +25,9 @@
 
 namespace breakerd::client {
 namespace {
+
+using internal::FromProto;
+using internal::ToProto;
 
 constexpr char kDefaultTarget[] = "127.0.0.1:50051";
 // Status payloads carrying a refusal (see IsBreakerOpen).
@@ -34,16 +39,6 @@ constexpr char kWatchSubscribedHeader[] = "breakerd-watch-subscribed";
 // Monotonic time, for cooldown ends and latencies.
 absl::Duration MonoNow() {
   return absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
-}
-
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-
-void ToProto(absl::Duration d, google::protobuf::Duration* out) {
-  const int64_t ns = absl::ToInt64Nanoseconds(d);
-  out->set_seconds(ns / 1000000000);
-  out->set_nanos(static_cast<int32_t>(ns % 1000000000));
 }
 
 // The fields AcquireResponse and AcquireFirstResponse share.
@@ -64,6 +59,24 @@ Decision DecisionFrom(const Response& r, std::string dependency) {
 absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                       s.error_message());
+}
+
+// "DEADLINE_EXCEEDED: too slow".
+std::string Describe(const grpc::Status& s) {
+  return absl::StrCat(
+      absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())),
+      ": ", s.error_message());
+}
+
+// The Acquire errors that say breakerd is hung, throttled or gone (rather
+// than answering with an error): the sidecar is away.
+bool MeansAway(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         s.error_code() == grpc::StatusCode::UNAVAILABLE;
+}
+
+absl::string_view FailModeName(FailMode mode) {
+  return mode == FailMode::kOpen ? "failing open" : "failing closed";
 }
 
 absl::Status RefusedStatus(const Decision& d, absl::string_view context = "") {
@@ -189,20 +202,15 @@ bool Outcome::Retryable() const {
 
 class Client::Impl {
  public:
+  // REQUIRES: options validated by Client::Create.
   explicit Impl(ClientOptions options)
-      : options_(std::move(options)),
-        channel_(options_.channel),
-        stub_(nullptr) {
-    if (!options_.log) {
-      options_.log = [](absl::string_view line) {
-        std::cerr << "breakerd client: " << line << std::endl;
-      };
-    }
-    if (channel_ == nullptr) {
-      channel_ = grpc::CreateChannel(options_.target,
-                                     grpc::InsecureChannelCredentials());
-    }
-    stub_ = v1::Breaker::NewStub(channel_);
+      : options_(WithDefaultLog(std::move(options))),
+        channel_(options_.channel != nullptr
+                     ? options_.channel
+                     : grpc::CreateChannel(options_.target,
+                                           grpc::InsecureChannelCredentials())),
+        stub_(v1::Breaker::NewStub(channel_)),
+        presence_(PresenceOptions(options_, channel_)) {
     channel_->GetState(/*try_to_connect=*/true);
     if (options_.watch) watch_thread_ = std::thread([this] { WatchLoop(); });
   }
@@ -216,60 +224,51 @@ class Client::Impl {
     if (watch_thread_.joinable()) watch_thread_.join();
   }
 
-  const ClientOptions& options() const { return options_; }
-
-  // A local refusal for `dependency` if the Watch cache knows it is open.
+  // A local refusal for `dependency` if the Watch cache knows it is open
+  // (and enforced), counted.
   std::optional<Decision> LocalRefusal(absl::string_view dependency) {
-    absl::MutexLock lock(&mu_);
-    auto it = cache_.find(dependency);
-    if (it == cache_.end()) return std::nullopt;
-    const CacheEntry& e = it->second;
-    Decision d;
-    d.dependency = std::string(dependency);
-    d.source = DecisionSource::kLocal;
-    d.state = e.state;
-    if (e.state == v1::STATE_FORCED_OPEN) {
-      d.reason = v1::REJECT_REASON_FORCED_OPEN;
-    } else if (e.state == v1::STATE_OPEN) {
-      const absl::Duration left = e.open_until - MonoNow();
-      if (left <= absl::ZeroDuration()) return std::nullopt;
-      d.reason = v1::REJECT_REASON_OPEN;
-      d.retry_after = left;
-    } else {
-      return std::nullopt;
+    if (!options_.watch) return std::nullopt;
+    std::optional<Decision> d;
+    {
+      absl::MutexLock lock(&mu_);
+      d = cache_.Refusal(dependency, MonoNow());
     }
-    local_rejections_.fetch_add(1, std::memory_order_relaxed);
+    if (d.has_value()) {
+      local_rejections_.fetch_add(1, std::memory_order_relaxed);
+    }
     return d;
+  }
+
+  // The decision made at once, with no RPC, while breakerd is away;
+  // nullopt while it is present.
+  std::optional<Decision> AwayDecision(absl::string_view dependency) {
+    if (!presence_.away()) return std::nullopt;
+    away_decisions_.fetch_add(1, std::memory_order_relaxed);
+    return FailDecision(std::string(dependency));
   }
 
   // The decision for an RPC that failed with `status` (not
-  // INVALID_ARGUMENT): fail open or closed, counted, logged on change.
+  // INVALID_ARGUMENT): fail open or closed, counted; breakerd is away if the
+  // status says so, else the error is logged on change.
   Decision TroubleDecision(std::string dependency, const grpc::Status& status) {
-    if (!sidecar_down_.exchange(true)) {
-      options_.log(absl::StrCat(
-          "breakerd at ", options_.target, " unreachable (",
-          status.error_code(), ": ", status.error_message(), "); failing ",
-          options_.fail_mode == FailMode::kOpen ? "open" : "closed"));
+    if (MeansAway(status)) {
+      presence_.MarkAway(status);
+    } else if (!sidecar_erroring_.exchange(true)) {
+      options_.log(absl::StrCat("breakerd at ", options_.target,
+                                " answered Acquire with ", Describe(status),
+                                "; ", FailModeName(options_.fail_mode)));
     }
-    Decision d;
-    d.dependency = std::move(dependency);
-    if (options_.fail_mode == FailMode::kOpen) {
-      fail_open_.fetch_add(1, std::memory_order_relaxed);
-      d.allowed = true;
-      d.source = DecisionSource::kFailOpen;
-    } else {
-      fail_closed_.fetch_add(1, std::memory_order_relaxed);
-      d.source = DecisionSource::kFailClosed;
-    }
-    return d;
+    return FailDecision(std::move(dependency));
   }
 
   void SidecarAnswered() {
-    if (sidecar_down_.exchange(false)) {
-      options_.log(
-          absl::StrCat("breakerd at ", options_.target, " reachable again"));
+    if (sidecar_erroring_.exchange(false)) {
+      options_.log(absl::StrCat("breakerd at ", options_.target,
+                                " answers Acquire again"));
     }
   }
+
+  bool SidecarAway() const { return presence_.away(); }
 
   void SetDeadline(grpc::ClientContext* ctx) const {
     ctx->set_deadline(std::chrono::system_clock::now() +
@@ -279,8 +278,8 @@ class Client::Impl {
   v1::Breaker::Stub* stub() { return stub_.get(); }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
 
-  void CountReport(bool ok, const grpc::Status& status) {
-    if (ok) {
+  void CountReport(const grpc::Status& status) {
+    if (status.ok()) {
       if (report_failing_.exchange(false)) {
         options_.log("Reports reach breakerd again");
       }
@@ -288,17 +287,14 @@ class Client::Impl {
     }
     report_errors_.fetch_add(1, std::memory_order_relaxed);
     if (!report_failing_.exchange(true)) {
-      options_.log(absl::StrCat("Report failed (", status.error_code(), ": ",
-                                status.error_message(),
+      options_.log(absl::StrCat("Report failed (", Describe(status),
                                 "); counted in report_errors"));
     }
   }
 
   std::optional<v1::State> CachedState(absl::string_view dependency) const {
     absl::MutexLock lock(&mu_);
-    auto it = cache_.find(dependency);
-    if (it == cache_.end()) return std::nullopt;
-    return it->second.state;
+    return cache_.State(dependency);
   }
 
   bool WatchConnected() const {
@@ -313,6 +309,7 @@ class Client::Impl {
     s.local_rejections = local_rejections_.load(std::memory_order_relaxed);
     s.report_errors = report_errors_.load(std::memory_order_relaxed);
     s.watch_reconnects = watch_reconnects_.load(std::memory_order_relaxed);
+    s.away_decisions = away_decisions_.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -323,10 +320,41 @@ class Client::Impl {
   }
 
  private:
-  struct CacheEntry {
-    v1::State state = v1::STATE_UNSPECIFIED;
-    absl::Duration open_until;  // monotonic; meaningful when OPEN
-  };
+  static ClientOptions WithDefaultLog(ClientOptions options) {
+    if (!options.log) {
+      options.log = [](absl::string_view line) {
+        std::cerr << "breakerd client: " << line << std::endl;
+      };
+    }
+    return options;
+  }
+
+  static internal::SidecarPresence::Options PresenceOptions(
+      const ClientOptions& options, std::shared_ptr<grpc::Channel> channel) {
+    internal::SidecarPresence::Options p;
+    p.channel = std::move(channel);
+    p.probe_timeout = options.decision_timeout;
+    p.probe_interval = options.away_probe_interval;
+    p.target = options.target;
+    p.while_away = std::string(FailModeName(options.fail_mode));
+    p.log = options.log;
+    return p;
+  }
+
+  // Fail open or closed, counted.
+  Decision FailDecision(std::string dependency) {
+    Decision d;
+    d.dependency = std::move(dependency);
+    if (options_.fail_mode == FailMode::kOpen) {
+      fail_open_.fetch_add(1, std::memory_order_relaxed);
+      d.allowed = true;
+      d.source = DecisionSource::kFailOpen;
+    } else {
+      fail_closed_.fetch_add(1, std::memory_order_relaxed);
+      d.source = DecisionSource::kFailClosed;
+    }
+    return d;
+  }
 
   // One Watch stream at a time: read into the cache until it ends, clear
   // the cache, wait a jittered backoff, reconnect; until the client stops.
@@ -352,15 +380,18 @@ class Client::Impl {
       }
       v1::StateChange change;
       while (reader->Read(&change)) {
-        absl::MutexLock lock(&mu_);
-        watch_connected_ = live = true;
-        Apply(change);
+        {
+          absl::MutexLock lock(&mu_);
+          watch_connected_ = live = true;
+          cache_.Apply(change, MonoNow());
+        }
+        presence_.MarkPresent("Watch stream");
       }
       (void)reader->Finish();
       {
         absl::MutexLock lock(&mu_);
         watch_context_ = nullptr;
-        cache_.clear();
+        cache_.Clear();
         watch_connected_ = false;
         if (stopping_) return;
       }
@@ -374,23 +405,22 @@ class Client::Impl {
     }
   }
 
-  void Apply(const v1::StateChange& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    CacheEntry& e = cache_[change.dependency()];
-    e.state = change.state();
-    e.open_until = MonoNow() + FromProto(change.retry_after());
-  }
+  // Constant after construction.
+  const ClientOptions options_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<v1::Breaker::Stub> stub_;
 
-  ClientOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Breaker::Stub> stub_;
+  internal::SidecarPresence presence_;
 
-  std::atomic<bool> sidecar_down_{false};
+  // Acquire answered with an error that does not mean away (logged once).
+  std::atomic<bool> sidecar_erroring_{false};
   std::atomic<bool> report_failing_{false};
   std::atomic<uint64_t> fail_open_{0};
   std::atomic<uint64_t> fail_closed_{0};
   std::atomic<uint64_t> local_rejections_{0};
   std::atomic<uint64_t> report_errors_{0};
   std::atomic<uint64_t> watch_reconnects_{0};
+  std::atomic<uint64_t> away_decisions_{0};
 
   absl::Mutex rng_mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(rng_mu_);
@@ -399,7 +429,7 @@ class Client::Impl {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool watch_connected_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(mu_) = nullptr;
-  absl::flat_hash_map<std::string, CacheEntry> cache_ ABSL_GUARDED_BY(mu_);
+  internal::WatchCache cache_ ABSL_GUARDED_BY(mu_);
   std::thread watch_thread_;
 };
 
@@ -462,6 +492,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
         "watch_backoff_initial: must be positive and at most "
         "watch_backoff_max");
   }
+  if (options.away_probe_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "away_probe_interval: must be positive (default 100ms)");
+  }
   return std::unique_ptr<Client>(
       new Client(std::make_unique<Impl>(std::move(options))));
 }
@@ -471,10 +505,11 @@ Client::~Client() = default;
 
 absl::StatusOr<Permit> Client::Acquire(absl::string_view dependency,
                                        uint32_t attempt) {
-  if (impl_->options().watch) {
-    if (std::optional<Decision> d = impl_->LocalRefusal(dependency)) {
-      return Permit(this, std::move(*d));
-    }
+  if (std::optional<Decision> d = impl_->LocalRefusal(dependency)) {
+    return Permit(this, std::move(*d));
+  }
+  if (std::optional<Decision> d = impl_->AwayDecision(dependency)) {
+    return Permit(this, std::move(*d));
   }
   v1::AcquireRequest request;
   request.set_dependency(std::string(dependency));
@@ -504,8 +539,7 @@ absl::StatusOr<Permit> Client::AcquireFirst(
   request.set_attempt(attempt);
   std::optional<Decision> first_refusal;
   for (const std::string& dependency : dependencies) {
-    std::optional<Decision> local;
-    if (impl_->options().watch) local = impl_->LocalRefusal(dependency);
+    std::optional<Decision> local = impl_->LocalRefusal(dependency);
     if (local.has_value()) {
       if (!first_refusal.has_value()) first_refusal = std::move(local);
     } else {
@@ -515,6 +549,10 @@ absl::StatusOr<Permit> Client::AcquireFirst(
   if (request.dependencies().empty() && first_refusal.has_value()) {
     first_refusal->dependency.clear();
     return Permit(this, std::move(*first_refusal));
+  }
+  if (std::optional<Decision> d =
+          impl_->AwayDecision(request.dependencies(0))) {
+    return Permit(this, std::move(*d));
   }
   v1::AcquireFirstResponse response;
   grpc::ClientContext ctx;
@@ -536,6 +574,12 @@ absl::StatusOr<v1::ReportResponse> Client::Report(absl::string_view dependency,
                                                   uint64_t permit,
                                                   const Outcome& outcome,
                                                   absl::Duration latency) {
+  if (impl_->SidecarAway()) {
+    const grpc::Status not_sent(grpc::StatusCode::UNAVAILABLE,
+                                "breakerd away: Report not sent");
+    impl_->CountReport(not_sent);
+    return FromGrpc(not_sent);
+  }
   v1::ReportRequest request;
   request.set_dependency(std::string(dependency));
   request.set_permit(permit);
@@ -550,7 +594,7 @@ absl::StatusOr<v1::ReportResponse> Client::Report(absl::string_view dependency,
   grpc::ClientContext ctx;
   impl_->SetDeadline(&ctx);
   const grpc::Status status = impl_->stub()->Report(&ctx, request, &response);
-  impl_->CountReport(status.ok(), status);
+  impl_->CountReport(status);
   if (!status.ok()) return FromGrpc(status);
   return response;
 }

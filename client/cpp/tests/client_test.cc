@@ -12,10 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "breakerd/internal/watch_cache.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
@@ -31,7 +34,8 @@ constexpr char kToken[] = "client-test-token";
 constexpr absl::Duration kWait = absl::Seconds(5);
 
 // Three failures in a row open a breaker for 30 s (long enough that no test
-// sees the cooldown end); "short/*" cools down in 1 s.
+// sees the cooldown end); "short/*" cools down in 1 s; "payments/*" opens
+// the same way but in shadow mode (breakerd allows every call).
 constexpr char kConfig[] = R"(
 defaults:
   consecutive_failures: 3
@@ -40,11 +44,29 @@ defaults:
 policies:
   - match: "short/*"
     cooldown: { base: 1s, max: 2s, jitter: 0 }
+  - match: "payments/*"
+    mode: shadow
+    consecutive_failures: 3
 )";
+
+// True once `pid` is stopped (SIGSTOP delivered: state T in /proc).
+bool IsStopped(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // "pid (comm) S ...": the state follows the last ')'.
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() &&
+         stat[paren + 2] == 'T';
+}
 
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override { StartBreakerd(&proc_); }
+  // A test that stopped breakerd may have failed before continuing it.
+  void TearDown() override {
+    if (proc_.running()) proc_.Signal(SIGCONT);
+  }
 
   void StartBreakerd(BreakerdProcess* proc,
                      std::vector<std::string> extra = {}) {
@@ -54,12 +76,13 @@ class ClientTest : public ::testing::Test {
   }
 
   // A client of proc_ with its own channel (distinct_id) and quiet logs
-  // (kept in log_lines_).
+  // (kept in log_lines_; see LogLines).
   std::unique_ptr<Client> NewClient(ClientOptions options = {},
                                     int distinct_id = 0) {
     options.channel = proc_.Channel(distinct_id);
     options.target = proc_.tcp_address();
     options.log = [this](absl::string_view line) {
+      absl::MutexLock lock(&log_mu_);
       log_lines_.push_back(std::string(line));
     };
     // Generous enough for a loaded CI machine; the fail-open test sets its
@@ -71,6 +94,17 @@ class ClientTest : public ::testing::Test {
     EXPECT_TRUE(client.ok()) << client.status();
     EXPECT_TRUE((*client)->WaitForConnected(kWait));
     return std::move(*client);
+  }
+
+  // How many lines the clients have logged that contain `substring` (the
+  // client logs from its own threads too).
+  int LogLines(absl::string_view substring) {
+    absl::MutexLock lock(&log_mu_);
+    int n = 0;
+    for (const std::string& line : log_lines_) {
+      if (absl::StrContains(line, substring)) ++n;
+    }
+    return n;
   }
 
   // The value of a /metrics sample, 0 if absent.
@@ -109,7 +143,8 @@ class ClientTest : public ::testing::Test {
   }
 
   BreakerdProcess proc_;
-  std::vector<std::string> log_lines_;
+  absl::Mutex log_mu_;
+  std::vector<std::string> log_lines_ ABSL_GUARDED_BY(log_mu_);
 };
 
 TEST_F(ClientTest, GuardReportsEachOutcomeClass) {
@@ -249,6 +284,36 @@ TEST_F(ClientTest, OpenPastItsCooldownGoesToTheSidecar) {
       [&] { return client->CachedState("short/dep") == v1::STATE_CLOSED; }));
 }
 
+TEST_F(ClientTest, ShadowBreakerIsNeverRefusedLocally) {
+  auto client = NewClient();
+  ASSERT_TRUE(WaitUntil([&] { return client->WatchConnected(); }));
+  // Shadow: breakerd opens the breaker and says so on the Watch stream...
+  Trip(client.get(), "payments/psp");
+  ASSERT_TRUE(WaitUntil(
+      [&] { return client->CachedState("payments/psp") == v1::STATE_OPEN; }));
+  const uint64_t local = client->stats().local_rejections;
+  // ...but allows every call, so the client asks it instead of refusing.
+  absl::StatusOr<Permit> permit = client->Acquire("payments/psp");
+  ASSERT_TRUE(permit.ok());
+  EXPECT_TRUE(permit->allowed());
+  EXPECT_EQ(permit->decision().source, DecisionSource::kSidecar);
+  absl::StatusOr<Permit> first = client->AcquireFirst({"payments/psp"});
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->allowed());
+  EXPECT_EQ(first->decision().source, DecisionSource::kSidecar);
+  EXPECT_EQ(client->stats().local_rejections, local);
+
+  // Control: an enforced breaker tripped the same way is refused locally.
+  Trip(client.get(), "enforced/psp");
+  ASSERT_TRUE(WaitUntil(
+      [&] { return client->CachedState("enforced/psp") == v1::STATE_OPEN; }));
+  absl::StatusOr<Permit> refused = client->Acquire("enforced/psp");
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(refused->allowed());
+  EXPECT_EQ(refused->decision().source, DecisionSource::kLocal);
+  EXPECT_EQ(client->stats().local_rejections, local + 1);
+}
+
 TEST_F(ClientTest, FailsOpenPromptlyWhenBreakerdIsStopped) {
   ClientOptions options;
   options.decision_timeout = absl::Milliseconds(200);
@@ -292,11 +357,7 @@ TEST_F(ClientTest, FailsOpenPromptlyWhenBreakerdIsStopped) {
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(client->stats().fail_open, 2u);
   // Logged once, not once per call.
-  int unreachable_lines = 0;
-  for (const std::string& line : log_lines_) {
-    if (absl::StrContains(line, "unreachable")) ++unreachable_lines;
-  }
-  EXPECT_EQ(unreachable_lines, 1);
+  EXPECT_EQ(LogLines("unreachable"), 1);
 
   absl::Status refused = closed->Do("stop/other", [&] {
     ++calls;
@@ -308,6 +369,61 @@ TEST_F(ClientTest, FailsOpenPromptlyWhenBreakerdIsStopped) {
   EXPECT_EQ(closed->stats().fail_closed, 1u);
   // The stream keeps trying to come back.
   EXPECT_TRUE(WaitUntil([&] { return client->stats().watch_reconnects >= 2; }));
+}
+
+TEST_F(ClientTest, HungSidecarIsNotAskedUntilItIsBack) {
+  ClientOptions options;
+  options.decision_timeout = absl::Milliseconds(200);
+  auto client = NewClient(options);
+  absl::StatusOr<Permit> held = client->Acquire("away/dep");
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(held->allowed());
+  ASSERT_EQ(held->decision().source, DecisionSource::kSidecar);
+
+  // Hung, not gone: the connection stays up, nothing answers.
+  ASSERT_TRUE(proc_.Signal(SIGSTOP));
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(proc_.pid()); }));
+
+  // The first Acquire waits out its deadline and marks breakerd away...
+  absl::StatusOr<Permit> first = client->Acquire("away/dep");
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->allowed());
+  EXPECT_EQ(first->decision().source, DecisionSource::kFailOpen);
+  EXPECT_EQ(client->stats().fail_open, 1u);
+  EXPECT_EQ(client->stats().away_decisions, 0u);
+
+  // ...the ones after it decide with no RPC.
+  constexpr int kMore = 5;
+  for (int i = 0; i < kMore; ++i) {
+    absl::StatusOr<Permit> p = client->Acquire("away/dep", i % 2);
+    ASSERT_TRUE(p.ok());
+    EXPECT_TRUE(p->allowed());
+    EXPECT_EQ(p->decision().source, DecisionSource::kFailOpen);
+    EXPECT_EQ(p->decision().permit, 0u);
+  }
+  absl::StatusOr<Permit> chain = client->AcquireFirst({"away/a", "away/b"});
+  ASSERT_TRUE(chain.ok());
+  EXPECT_EQ(chain->decision().source, DecisionSource::kFailOpen);
+  EXPECT_EQ(chain->decision().dependency, "away/a");
+  EXPECT_EQ(client->stats().away_decisions, kMore + 1u);
+  EXPECT_EQ(client->stats().fail_open, kMore + 2u);
+
+  // A Report is not sent while away: counted, not waited for.
+  absl::StatusOr<v1::ReportResponse> report = held->Report(Outcome::Success());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(client->stats().report_errors, 1u);
+  EXPECT_EQ(LogLines("unreachable"), 1);
+
+  // The health check notices it is back; then Acquire asks it again.
+  ASSERT_TRUE(proc_.Signal(SIGCONT));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<Permit> p = client->Acquire("away/dep");
+        return p.ok() && p->decision().source == DecisionSource::kSidecar;
+      },
+      absl::Seconds(3)));
+  EXPECT_TRUE(WaitUntil([&] { return LogLines(" back (") == 1; }));
+  EXPECT_EQ(LogLines("unreachable"), 1);
 }
 
 TEST_F(ClientTest, RetryNeverRetriesWhileOpen) {
@@ -434,6 +550,71 @@ TEST_F(ClientTest, ExampleRunsAgainstTheSidecar) {
   EXPECT_THAT(out.str(), HasSubstr("summary: ok=0 failed=3 refused=5 "
                                    "upstream_calls=3"));
   EXPECT_THAT(out.str(), HasSubstr("fallback chain: ok via example/backup"));
+}
+
+// The Watch cache alone: generations, modes and cooldowns, time passed in.
+class WatchCacheTest : public ::testing::Test {
+ protected:
+  static v1::StateChange Change(v1::State state, uint64_t generation,
+                                absl::string_view mode = "enforce",
+                                absl::string_view reason = "") {
+    v1::StateChange c;
+    c.set_dependency(std::string(kDep));
+    c.set_state(state);
+    c.set_generation(generation);
+    c.set_mode(std::string(mode));
+    c.set_reason(std::string(reason));
+    if (state == v1::STATE_OPEN) c.mutable_retry_after()->set_seconds(30);
+    return c;
+  }
+
+  bool Refused() { return cache_.Refusal(kDep, now_).has_value(); }
+
+  static constexpr absl::string_view kDep = "cache/dep";
+  const absl::Duration now_ = absl::Hours(1);
+  internal::WatchCache cache_;
+};
+
+TEST_F(WatchCacheTest, OpenWithALowerGenerationThanCloseIsIgnored) {
+  EXPECT_TRUE(cache_.Apply(Change(v1::STATE_CLOSED, 6), now_));
+  EXPECT_FALSE(cache_.Apply(Change(v1::STATE_OPEN, 5), now_));
+  EXPECT_FALSE(Refused());
+  EXPECT_EQ(cache_.State(kDep), v1::STATE_CLOSED);
+}
+
+TEST_F(WatchCacheTest, CloseWithAHigherGenerationThanOpenIsApplied) {
+  EXPECT_TRUE(cache_.Apply(Change(v1::STATE_OPEN, 5), now_));
+  EXPECT_TRUE(Refused());
+  EXPECT_TRUE(cache_.Apply(Change(v1::STATE_CLOSED, 6), now_));
+  EXPECT_FALSE(Refused());
+  EXPECT_EQ(cache_.State(kDep), v1::STATE_CLOSED);
+}
+
+TEST_F(WatchCacheTest, ReloadWithTheSameGenerationSwitchesToShadow) {
+  ASSERT_TRUE(cache_.Apply(Change(v1::STATE_OPEN, 6), now_));
+  ASSERT_TRUE(Refused());
+  EXPECT_TRUE(
+      cache_.Apply(Change(v1::STATE_OPEN, 6, "shadow", "reload"), now_));
+  EXPECT_FALSE(Refused());
+  EXPECT_EQ(cache_.State(kDep), v1::STATE_OPEN);
+}
+
+TEST_F(WatchCacheTest, EmptyModeFromAnOlderSidecarIsEnforced) {
+  ASSERT_TRUE(cache_.Apply(Change(v1::STATE_OPEN, 1, ""), now_));
+  std::optional<Decision> refusal = cache_.Refusal(kDep, now_);
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->source, DecisionSource::kLocal);
+  EXPECT_EQ(refusal->reason, v1::REJECT_REASON_OPEN);
+  EXPECT_EQ(refusal->retry_after, absl::Seconds(30));
+  // Past the cooldown's end the sidecar decides (it grants the probe).
+  EXPECT_FALSE(cache_.Refusal(kDep, now_ + absl::Seconds(30)).has_value());
+}
+
+TEST_F(WatchCacheTest, ForcedOpenShadowBreakerIsNotRefused) {
+  ASSERT_TRUE(cache_.Apply(Change(v1::STATE_FORCED_OPEN, 2), now_));
+  EXPECT_EQ(cache_.Refusal(kDep, now_)->reason, v1::REJECT_REASON_FORCED_OPEN);
+  ASSERT_TRUE(cache_.Apply(Change(v1::STATE_FORCED_OPEN, 2, "shadow"), now_));
+  EXPECT_FALSE(Refused());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ import os
 # spawn breakerd and the example that way. Set before grpc is imported.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
+import contextlib
 import json
 import re
 import signal
@@ -37,6 +38,9 @@ defaults:
 policies:
   - match: "short/*"
     cooldown: { base: 1s, max: 2s, jitter: 0 }
+  - match: "payments/*"
+    mode: shadow
+    consecutive_failures: 3
 """
 TOKEN = "test-token-" + uuid.uuid4().hex
 # Generous: the suite may share two cores with other languages' suites.
@@ -59,6 +63,15 @@ def wait_for(
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
+
+
+def _stopped(pid: int) -> bool:
+    """True once every thread of ``pid`` is stopped (state T in /proc)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] != "T":
+                return False
+    return True
 
 
 def unique(prefix: str) -> str:
@@ -129,6 +142,7 @@ class Breakerd:
             self._channel = None
         if self.proc is None or self.proc.poll() is not None:
             return
+        self.proc.send_signal(signal.SIGCONT)  # a paused one could not stop
         self.proc.send_signal(sig)
         try:
             self.proc.wait(timeout=5)
@@ -139,6 +153,25 @@ class Breakerd:
     def kill(self) -> None:
         """Stop abruptly (SIGKILL), as a crashed sidecar would."""
         self.stop(signal.SIGKILL)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """SIGSTOP for the block, as a hung or throttled sidecar: its sockets
+        stay open but nothing answers. Always resumed (SIGCONT) on leaving."""
+        assert self.proc is not None
+        pid = self.proc.pid
+        self.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: _stopped(pid), 5, "breakerd to stop")
+            yield
+        finally:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def reload(self, config: str) -> None:
+        """Replace the config file and make breakerd reload it (SIGHUP)."""
+        assert self.proc is not None
+        (self.workdir / "config.yaml").write_text(config)
+        self.proc.send_signal(signal.SIGHUP)
 
     # -- observing breakerd ------------------------------------------------
 

@@ -19,9 +19,13 @@
 //
 // When breakerd is unreachable or slower than `decision_timeout`, calls are
 // allowed (fail-open, counted and logged once) unless `fail_mode` is
-// kClosed. With `watch` on, one Watch stream per Client keeps a cache of
-// open breakers so calls to a dependency known to be open are refused
-// locally, without an RPC.
+// kClosed. An Acquire that times out or finds breakerd unavailable marks it
+// away: until a health check (every `away_probe_interval`) or the Watch
+// stream hears from it again, decisions are made at once with no RPC, so a
+// hung sidecar costs one decision_timeout, not one per call. With `watch`
+// on, one Watch stream per Client keeps a cache of open breakers so calls to
+// a dependency known to be open are refused locally, without an RPC (never
+// for a breaker in shadow mode, which breakerd always allows).
 //
 // Thread-safety: a Client is thread-safe; make one per process and share it.
 // A Permit belongs to one thread at a time.
@@ -55,8 +59,8 @@ enum class FailMode {
 enum class DecisionSource {
   kSidecar,     // breakerd answered
   kLocal,       // refused from the Watch cache, no RPC
-  kFailOpen,    // breakerd unreachable or too slow; allowed, permit 0
-  kFailClosed,  // breakerd unreachable or too slow; refused
+  kFailOpen,    // breakerd unreachable, too slow or away; allowed, permit 0
+  kFailClosed,  // breakerd unreachable, too slow or away; refused
 };
 
 // "sidecar", "local", "fail_open", "fail_closed".
@@ -68,16 +72,28 @@ struct ClientOptions {
   std::string target;
   // Use this channel instead of creating one for `target`.
   std::shared_ptr<grpc::Channel> channel;
-  // Deadline of each Acquire, AcquireFirst and Report RPC. Default 20 ms.
+  // Deadline of each Acquire, AcquireFirst and Report RPC, and of each
+  // health check while breakerd is away. Default 20 ms; must be positive.
   absl::Duration decision_timeout = absl::Milliseconds(20);
+  // What a decision is when breakerd cannot answer (error, timeout, away).
+  // Default kOpen.
   FailMode fail_mode = FailMode::kOpen;
-  // Keep one Watch stream and refuse locally while a breaker is open.
+  // Keep one Watch stream and refuse locally while a breaker is open (and
+  // not in shadow mode). Default true.
   bool watch = true;
   // Watch reconnect backoff: full jitter, doubling from initial to max.
+  // Defaults 100 ms and 5 s; 0 < initial <= max.
   absl::Duration watch_backoff_initial = absl::Milliseconds(100);
   absl::Duration watch_backoff_max = absl::Seconds(5);
-  // Receives one line when the sidecar becomes unreachable or comes back,
-  // and when Reports start or stop failing. Default: stderr.
+  // While breakerd is away (an Acquire or AcquireFirst RPC ended in
+  // DEADLINE_EXCEEDED or UNAVAILABLE), the wait before each
+  // grpc.health.v1.Health/Check (service "") that tells it is back. Nothing
+  // is sent while breakerd is present. Default 100 ms; must be positive.
+  absl::Duration away_probe_interval = absl::Milliseconds(100);
+  // Receives one line when the sidecar becomes unreachable (away) or comes
+  // back, when it starts or stops answering Acquire with other errors, and
+  // when Reports start or stop failing. Default: stderr. Called from the
+  // caller's thread or the client's own threads, never under a client lock.
   std::function<void(absl::string_view)> log;
 };
 
@@ -122,11 +138,19 @@ struct Outcome {
 
 // Counters since the Client was created.
 struct ClientStats {
+  // Decisions with source kFailOpen / kFailClosed: after an Acquire or
+  // AcquireFirst RPC failed, or made at once while breakerd is away.
   uint64_t fail_open = 0;
   uint64_t fail_closed = 0;
+  // Decisions with source kLocal (refused from the Watch cache).
   uint64_t local_rejections = 0;
+  // Reports that failed, or were not sent because breakerd is away.
   uint64_t report_errors = 0;
+  // Times the Watch stream ended and was started again.
   uint64_t watch_reconnects = 0;
+  // The fail_open / fail_closed decisions made while breakerd is away, with
+  // no RPC attempted (a subset of those two counters).
+  uint64_t away_decisions = 0;
 };
 
 // The status Do/Retry/First return when a call was refused: UNAVAILABLE,
@@ -155,8 +179,9 @@ class Permit {
   bool reported() const { return reported_; }
 
   // Reports `outcome` with the latency since the Acquire (or `latency` if
-  // given). Returns the breaker's answer (state, effect) or the RPC's error;
-  // the error is also counted in report_errors. A permit that was not
+  // given). Returns the breaker's answer (state, effect) or the RPC's error
+  // (UNAVAILABLE, nothing sent, while breakerd is away); the error is also
+  // counted in report_errors. A permit that was not
   // allowed, or is already reported, or came from fail-open (permit 0),
   // sends nothing and returns OK with an empty response.
   absl::StatusOr<v1::ReportResponse> Report(
@@ -181,10 +206,12 @@ struct RetryOptions {
 
 class Client {
  public:
-  // Creates the channel (unless given), starts connecting and, with
-  // `watch`, the Watch thread. Fails only on bad options.
+  // Creates the channel (unless given), starts connecting, the away-probe
+  // thread (idle while breakerd is present) and, with `watch`, the Watch
+  // thread. Fails (INVALID_ARGUMENT) only on bad options.
   static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
-  // Ends the Watch stream and joins its thread.
+  // Ends the Watch stream and any health check in flight, and joins both
+  // threads.
   // REQUIRES: no Permit of this client outlives it.
   ~Client();
 
@@ -195,13 +222,18 @@ class Client {
   // attempt > 0: a retry, subject to the retry budget). Returns a Permit
   // (allowed or not); an error only for INVALID_ARGUMENT from breakerd (a
   // bad dependency name: fix the caller). Never waits longer than
-  // decision_timeout.
+  // decision_timeout. Without an RPC: refused (kLocal) while the Watch
+  // cache holds the breaker open, else kFailOpen / kFailClosed at once while
+  // breakerd is away. An RPC failing with DEADLINE_EXCEEDED or UNAVAILABLE
+  // marks breakerd away.
   absl::StatusOr<Permit> Acquire(absl::string_view dependency,
                                  uint32_t attempt = 0);
 
   // A fallback chain in one round trip: the first of `dependencies` that
   // breakerd allows (decision().dependency says which). Dependencies known
-  // to be open locally are left out; with none left, refused locally.
+  // to be open locally are left out; with none left, refused locally. Away
+  // and fail-open as Acquire (a fail-open decision names the first
+  // dependency left).
   absl::StatusOr<Permit> AcquireFirst(
       const std::vector<std::string>& dependencies, uint32_t attempt = 0);
 
@@ -229,13 +261,16 @@ class Client {
                      absl::FunctionRef<absl::Status(absl::string_view)> fn);
 
   // Reports a permit obtained elsewhere (two-step use across threads).
+  // While breakerd is away nothing is sent: UNAVAILABLE, counted in
+  // report_errors.
   absl::StatusOr<v1::ReportResponse> Report(absl::string_view dependency,
                                             uint64_t permit,
                                             const Outcome& outcome,
                                             absl::Duration latency);
 
   // The state the Watch cache holds for `dependency` (nullopt: unknown, or
-  // the stream is down).
+  // the stream is down). A breaker in shadow mode is cached, and can be
+  // OPEN here, but is never refused locally.
   std::optional<v1::State> CachedState(absl::string_view dependency) const;
   // True while the Watch stream is up and has delivered its first snapshot.
   bool WatchConnected() const;

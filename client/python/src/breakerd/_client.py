@@ -26,9 +26,11 @@ from typing import (
 
 import grpc
 from google.protobuf import duration_pb2
+from grpc_health.v1 import health_pb2  # grpc-stubs types this module as Any
 
 from ._cache import StateCache
 from ._outcome import Outcome, OutcomeKind
+from ._presence import SidecarPresence
 from ._proto import breaker_pb2 as pb
 from ._types import (
     BreakerOpenError,
@@ -55,6 +57,9 @@ _NAME = re.compile(r"[A-Za-z0-9._:/@-]{1,200}")
 Classifier = Callable[[BaseException], Optional[Outcome]]
 ChannelOptions = Sequence[Tuple[str, Any]]
 _PB_OUTCOME = {kind: "OUTCOME_" + kind.name for kind in OutcomeKind}  # enum names
+# Errors that make the sidecar away: it is hung, throttled or not there.
+_AWAY_CODES = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+_HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 
 
 def _method(service: str, method: str) -> str:
@@ -113,10 +118,17 @@ class Client:
         fail_mode: ``"open"`` (default): when breakerd cannot answer, allow
             (source FAIL_OPEN); ``"closed"``: refuse (source FAIL_CLOSED).
         watch: keep a Watch stream and refuse locally, with no RPC, while it
-            says a breaker is open (default True). The stream runs in a daemon
-            thread and reconnects with full-jitter backoff.
+            says a breaker is open (default True; a shadow breaker is never
+            refused locally). The stream runs in a daemon thread and
+            reconnects with full-jitter backoff.
         watch_backoff: (first, max) reconnect delay in seconds, doubling from
             first to max, full jitter (default 0.1 to 5.0).
+        away_probe_interval: seconds between health checks while breakerd
+            is away (default 0.1). An Acquire or AcquireFirst that times out
+            or finds breakerd unavailable makes it away: decisions then fail
+            open (or closed) at once, with no RPC and no Report, until a
+            ``grpc.health.v1.Health/Check`` succeeds or the Watch stream
+            delivers a message. Nothing runs while breakerd is present.
         classifier: maps an exception raised by a guarded call to an Outcome;
             return None to fall back to :meth:`Outcome.from_exception`.
         channel_options: extra gRPC channel options.
@@ -130,6 +142,7 @@ class Client:
         fail_mode: FailMode = "open",
         watch: bool = True,
         watch_backoff: Tuple[float, float] = (0.1, 5.0),
+        away_probe_interval: float = 0.1,
         classifier: Optional[Classifier] = None,
         channel_options: ChannelOptions = (),
     ) -> None:
@@ -137,6 +150,8 @@ class Client:
             raise ValueError(f"fail_mode must be 'open' or 'closed', got {fail_mode!r}")
         if not decision_timeout > 0:
             raise ValueError("decision_timeout must be positive")
+        if not away_probe_interval > 0:
+            raise ValueError("away_probe_interval must be positive")
         self.target: str = target or os.environ.get("BREAKERD_ADDR") or DEFAULT_TARGET
         self.decision_timeout = float(decision_timeout)
         self.fail_mode: FailMode = fail_mode
@@ -179,12 +194,19 @@ class Client:
             request_serializer=pb.WatchRequest.SerializeToString,
             response_deserializer=pb.StateChange.FromString,
         )
+        self._health_rpc: grpc.UnaryUnaryMultiCallable[
+            health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+        ]
+        self._health_rpc = ch.unary_unary(
+            _HEALTH_CHECK,
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
 
         self._lock = threading.Lock()
         self._counts = {name: 0 for name in Stats.__dataclass_fields__}
-        self._sidecar = _Health(
-            f"breakerd at {self.target} cannot answer: failing {fail_mode}",
-            f"breakerd at {self.target} answers again",
+        self._sidecar = SidecarPresence(
+            self._health_check, away_probe_interval, target=self.target, fail_mode=fail_mode
         )
         self._reports = _Health(
             "breakerd rejects or misses reports: counting them in report_errors",
@@ -211,7 +233,8 @@ class Client:
             call = self._watch_call
         if call is not None:
             call.cancel()
-        self._channel.close()
+        self._channel.close()  # also ends a health check in flight
+        self._sidecar.close(timeout=2.0)
         if self._watch_thread is not None and self._watch_thread is not threading.current_thread():
             self._watch_thread.join(timeout=2.0)
         self._cache.clear()
@@ -264,9 +287,11 @@ class Client:
         """May ``dependency`` be called now? ``attempt`` is 0 for a first try,
         1, 2, ... for retries (they spend the retry budget).
 
-        Refuses locally (source LOCAL, no RPC) while the Watch cache says the
-        breaker is open; else asks breakerd within ``decision_timeout``. Never
-        raises for an unreachable breakerd (FAIL_OPEN / FAIL_CLOSED).
+        Refuses locally (source LOCAL, no RPC) while the Watch cache says an
+        enforcing breaker is open; else asks breakerd within
+        ``decision_timeout``, or, while breakerd is away, decides at once
+        without it. Never raises for an unreachable breakerd (FAIL_OPEN /
+        FAIL_CLOSED).
 
         Raises:
             InvalidArgumentError: a bad dependency name.
@@ -286,12 +311,14 @@ class Client:
                 reason=refusal.reason,
                 retry_after=refusal.retry_after,
             )
+        if self._sidecar.away:
+            return self._failed_decision(dependency, away=True)
         request = pb.AcquireRequest(dependency=dependency, attempt=attempt)
         try:
             resp = self._acquire_rpc(request, timeout=self.decision_timeout, wait_for_ready=False)
         except grpc.RpcError as err:
             return self._degraded(err, dependency)
-        self._sidecar.ok()
+        self._sidecar.answered()
         return self._decision(resp, dependency)
 
     def acquire_first(self, dependencies: Sequence[str], attempt: int = 0) -> Decision:
@@ -329,6 +356,8 @@ class Client:
                 reason=refusals[-1].reason,
                 retry_after=min(r.retry_after for r in refusals),
             )
+        if self._sidecar.away:
+            return self._failed_decision(remaining[0], away=True)
         request = pb.AcquireFirstRequest(dependencies=remaining, attempt=attempt)
         try:
             resp = self._acquire_first_rpc(
@@ -336,7 +365,7 @@ class Client:
             )
         except grpc.RpcError as err:
             return self._degraded(err, remaining[0])
-        self._sidecar.ok()
+        self._sidecar.answered()
         return self._decision(resp, resp.dependency or remaining[-1])
 
     def report(
@@ -349,10 +378,14 @@ class Client:
         """Tell breakerd how the call allowed with ``permit`` went.
 
         ``latency`` is the call's duration in seconds. A permit of 0 (a
-        fail-open decision) is not sent. Never raises for a failed Report: it
+        fail-open decision) is not sent, nor is any while breakerd is away
+        (counted in ``report_errors``). Never raises for a failed Report: it
         is counted in ``report_errors`` and logged once per change.
         """
         if not permit:
+            return
+        if self._sidecar.away:
+            self._count("report_errors")
             return
         if not isinstance(outcome, Outcome):
             outcome = Outcome.of(outcome)
@@ -521,14 +554,36 @@ class Client:
             raise InvalidArgumentError(_details(err)) from err
         if self._closed.is_set():
             raise RuntimeError("breakerd client is closed") from err
-        self._sidecar.failed(_describe(err))
+        self._sidecar.failed(_describe(err), away=code in _AWAY_CODES)
+        return self._failed_decision(dependency, away=False)
+
+    def _failed_decision(self, dependency: str, away: bool) -> Decision:
+        """FAIL_OPEN or FAIL_CLOSED, counted; ``away``: decided with no RPC."""
         allowed = self.fail_mode == "open"
-        self._count("fail_open" if allowed else "fail_closed")
+        with self._lock:
+            self._counts["fail_open" if allowed else "fail_closed"] += 1
+            if away:
+                self._counts["away_decisions"] += 1
         return Decision(
             allowed=allowed,
             source=Source.FAIL_OPEN if allowed else Source.FAIL_CLOSED,
             dependency=dependency,
         )
+
+    def _health_check(self) -> bool:
+        """The away probe: True if breakerd's health service says SERVING."""
+        try:
+            resp = self._health_rpc(
+                health_pb2.HealthCheckRequest(service=""),
+                timeout=self.decision_timeout,
+                wait_for_ready=False,
+            )
+        except grpc.RpcError as err:
+            _log.debug("breakerd health check: %s", _describe(err))
+            return False
+        except ValueError:  # the channel was closed
+            return False
+        return bool(resp.status == health_pb2.HealthCheckResponse.SERVING)
 
     def _watch_loop(self) -> None:
         """Runs in the watch thread until close(): keeps one Watch stream
@@ -552,10 +607,13 @@ class Client:
             healthy = False
             try:
                 for change in call:
+                    self._sidecar.back()
                     self._cache.apply(
                         change.dependency,
                         enum_value(State, change.state, State.UNSPECIFIED),
                         _seconds(change.retry_after),
+                        change.generation,
+                        change.mode,
                     )
                     healthy = True
             except grpc.RpcError as err:

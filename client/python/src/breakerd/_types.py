@@ -38,9 +38,9 @@ class Source(enum.Enum):
     LOCAL = "local"
     """Refused from the Watch cache, with no RPC."""
     FAIL_OPEN = "fail_open"
-    """breakerd unreachable or too slow; allowed (``fail_mode="open"``), permit 0."""
+    """breakerd unreachable, too slow or away; allowed (``fail_mode="open"``), permit 0."""
     FAIL_CLOSED = "fail_closed"
-    """breakerd unreachable or too slow; refused (``fail_mode="closed"``)."""
+    """breakerd unreachable, too slow or away; refused (``fail_mode="closed"``)."""
 
 
 def enum_value(kind: type[_E], value: int, default: _E) -> _E:
@@ -87,6 +87,8 @@ class Stats:
         local_rejections: dependencies refused from the Watch cache, no RPC.
         report_errors: reports that breakerd did not accept or never got.
         watch_reconnects: times the Watch stream was opened again after it ended.
+        away_decisions: decisions made with no RPC while breakerd was away
+            (also counted in ``fail_open`` or ``fail_closed``).
     """
 
     fail_open: int = 0
@@ -94,6 +96,7 @@ class Stats:
     local_rejections: int = 0
     report_errors: int = 0
     watch_reconnects: int = 0
+    away_decisions: int = 0
 
 
 class BreakerOpenError(Exception):

@@ -7,11 +7,16 @@ import io.breakerd.v1.AcquireResponse;
 import io.breakerd.v1.BreakerGrpc;
 import io.breakerd.v1.GetStateRequest;
 import io.breakerd.v1.ReportRequest;
+import io.grpc.ConnectivityState;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import io.grpc.health.v1.HealthCheckRequest;
+import io.grpc.health.v1.HealthCheckResponse;
+import io.grpc.health.v1.HealthGrpc;
+import io.grpc.stub.StreamObserver;
 import java.lang.System.Logger.Level;
 import java.lang.reflect.UndeclaredThrowableException;
 import java.time.Duration;
@@ -21,6 +26,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -41,7 +47,8 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>Build one per process and share it: it is thread-safe and owns one gRPC
  * channel and (with {@code watch} on) one Watch stream whose events let it
- * refuse calls to open breakers locally, without an RPC.
+ * refuse calls to open breakers locally, without an RPC (never to a breaker in
+ * shadow mode, which breakerd always allows).
  *
  * <p>Every Acquire, AcquireFirst and Report RPC has the decision timeout as
  * deadline and is never wait-for-ready. When breakerd cannot answer, the
@@ -52,6 +59,14 @@ import java.util.concurrent.atomic.LongAdder;
  * Report errors never reach the caller: they are counted in {@link #stats()}.
  * INVALID_ARGUMENT from breakerd (e.g. a malformed dependency name) is a
  * programming error and is thrown as {@link IllegalArgumentException}.
+ *
+ * <p>When an Acquire or AcquireFirst RPC fails with DEADLINE_EXCEEDED or
+ * UNAVAILABLE, breakerd is <em>away</em>: until it is back, decisions fail open
+ * (or closed) at once without an RPC (counted in {@link Stats#awayDecisions()})
+ * and Reports are not sent (counted in {@link Stats#reportErrors()}), so a hung
+ * sidecar does not cost every call the decision timeout. Meanwhile a
+ * {@code grpc.health.v1.Health/Check} probe runs every away probe interval; the
+ * client is back when it answers SERVING or the Watch stream delivers a message.
  */
 public final class BreakerdClient implements AutoCloseable {
 
@@ -61,14 +76,23 @@ public final class BreakerdClient implements AutoCloseable {
   /** The default deadline of each Acquire, AcquireFirst and Report RPC: 20 ms. */
   public static final Duration DEFAULT_DECISION_TIMEOUT = Duration.ofMillis(20);
 
+  /** The default time between health probes while breakerd is away: 100 ms. */
+  public static final Duration DEFAULT_AWAY_PROBE_INTERVAL = Duration.ofMillis(100);
+
+  /** The health of the whole server (service ""). */
+  private static final HealthCheckRequest HEALTH_CHECK = HealthCheckRequest.getDefaultInstance();
+
   private static final System.Logger LOG = System.getLogger(BreakerdClient.class.getName());
 
+  // Constant after construction.
   private final String target;
   private final long timeoutNanos;
+  private final long awayProbeIntervalNanos;
   private final FailMode failMode;
   private final ManagedChannel channel;
   private final BreakerGrpc.BreakerBlockingStub stub;
-  private final ScheduledExecutorService scheduler;
+  private final HealthGrpc.HealthStub health;
+  private final ScheduledExecutorService scheduler; // Watch reconnects and away probes
   private final WatchCache watch; // null when watch is off
 
   private final LongAdder failOpen = new LongAdder();
@@ -76,26 +100,33 @@ public final class BreakerdClient implements AutoCloseable {
   private final LongAdder localRejections = new LongAdder();
   private final LongAdder reportErrors = new LongAdder();
   private final LongAdder watchReconnects = new LongAdder();
+  private final LongAdder awayDecisions = new LongAdder();
+  /** Decide without RPCs until the health probe or the Watch stream hears from breakerd. */
+  private final AtomicBoolean away = new AtomicBoolean();
+  /** A probe is scheduled or in flight (at most one chain of them runs). */
+  private final AtomicBoolean probing = new AtomicBoolean();
+  /** "Did not answer" was logged and "back" was not yet. */
   private final AtomicBoolean sidecarDown = new AtomicBoolean();
   private final AtomicBoolean reportsFailing = new AtomicBoolean();
 
   private BreakerdClient(Builder b) {
     this.target = b.target != null ? b.target : defaultTarget();
     this.timeoutNanos = b.decisionTimeout.toNanos();
+    this.awayProbeIntervalNanos = b.awayProbeInterval.toNanos();
     this.failMode = b.failMode;
     this.channel = Grpc.newChannelBuilder(target, InsecureChannelCredentials.create()).build();
     this.stub = BreakerGrpc.newBlockingStub(channel);
+    this.health = HealthGrpc.newStub(channel);
+    this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "breakerd-client");
+      t.setDaemon(true);
+      return t;
+    });
     if (b.watch) {
-      this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
-        Thread t = new Thread(r, "breakerd-watch");
-        t.setDaemon(true);
-        return t;
-      });
-      this.watch = new WatchCache(
-          channel, scheduler, b.watchBackoffBase, b.watchBackoffMax, watchReconnects, target);
+      this.watch = new WatchCache(channel, scheduler, b.watchBackoffBase, b.watchBackoffMax,
+          watchReconnects, target, this::watchDelivered);
       watch.start();
     } else {
-      this.scheduler = null;
       this.watch = null;
       channel.getState(true); // connect now rather than on the first Acquire
     }
@@ -291,19 +322,21 @@ public final class BreakerdClient implements AutoCloseable {
         failClosed.sum(),
         localRejections.sum(),
         reportErrors.sum(),
-        watchReconnects.sum());
+        watchReconnects.sum(),
+        awayDecisions.sum());
   }
 
   /**
-   * Ends the Watch stream and the channel. Permits still out cannot be reported
-   * any more, and decisions made after close fail open (or closed).
+   * Ends the Watch stream, the away probes and the channel. Permits still out
+   * cannot be reported any more, and decisions made after close fail open (or
+   * closed).
    */
   @Override
   public void close() {
     if (watch != null) {
       watch.close();
-      scheduler.shutdownNow();
     }
+    scheduler.shutdownNow();
     channel.shutdownNow();
     try {
       channel.awaitTermination(5, TimeUnit.SECONDS);
@@ -328,6 +361,10 @@ public final class BreakerdClient implements AutoCloseable {
     if (local != null) {
       localRejections.increment();
       return local;
+    }
+    if (away.get()) {
+      awayDecisions.increment();
+      return failed(dependency);
     }
     AcquireResponse r;
     try {
@@ -373,6 +410,10 @@ public final class BreakerdClient implements AutoCloseable {
       return new Decision(false, 0, false, lastLocal.state(), lastLocal.reason(), localWait, "",
           Decision.Source.LOCAL);
     }
+    if (away.get()) {
+      awayDecisions.increment();
+      return failed(candidates.get(0));
+    }
     AcquireFirstResponse r;
     try {
       r = deadlined().acquireFirst(AcquireFirstRequest.newBuilder()
@@ -402,6 +443,10 @@ public final class BreakerdClient implements AutoCloseable {
   void report(Decision decision, Outcome outcome, Duration latency) {
     if (decision.permit() == 0) {
       return; // fail-open: breakerd issued nothing to report against
+    }
+    if (away.get()) {
+      reportErrors.increment(); // not sent: it would wait out the deadline
+      return;
     }
     ReportRequest.Builder req = ReportRequest.newBuilder()
         .setDependency(decision.dependency())
@@ -436,21 +481,48 @@ public final class BreakerdClient implements AutoCloseable {
     return stub.withDeadlineAfter(timeoutNanos, TimeUnit.NANOSECONDS);
   }
 
+  /** After an answer from breakerd: clears "away" and logs "back" once. Cheap when present. */
   private void answered() {
-    if (sidecarDown.compareAndSet(true, false)) {
-      LOG.log(Level.INFO, "breakerd at {0} answers again", target);
+    heardFrom("it answered");
+  }
+
+  /** The Watch stream delivered a message: breakerd is there. */
+  private void watchDelivered() {
+    heardFrom("its Watch stream delivered a message");
+  }
+
+  private void heardFrom(String how) {
+    if (away.get()) {
+      away.set(false);
+    }
+    if (sidecarDown.get() && sidecarDown.compareAndSet(true, false)) {
+      LOG.log(Level.INFO, "breakerd at {0} is back ({1}): decisions go to it again", target, how);
     }
   }
 
   private Decision unanswered(StatusRuntimeException e, String dependency) {
     Status status = e.getStatus();
-    if (status.getCode() == Status.Code.INVALID_ARGUMENT) {
+    Status.Code code = status.getCode();
+    if (code == Status.Code.INVALID_ARGUMENT) {
       throw new IllegalArgumentException("breakerd: " + status.getDescription(), e);
     }
-    if (sidecarDown.compareAndSet(false, true)) {
+    String failing = failMode == FailMode.OPEN ? "open" : "closed";
+    if ((code == Status.Code.DEADLINE_EXCEEDED || code == Status.Code.UNAVAILABLE)
+        && away.compareAndSet(false, true)) {
+      sidecarDown.set(true);
+      LOG.log(Level.WARNING, "breakerd at {0} did not answer ({1}): away, failing {2} without"
+          + " RPCs until a health check or the Watch stream hears from it",
+          target, Protos.describe(status), failing);
+      startProbing();
+    } else if (sidecarDown.compareAndSet(false, true)) {
       LOG.log(Level.WARNING, "breakerd at {0} did not answer ({1}): failing {2} until it does",
-          target, Protos.describe(status), failMode == FailMode.OPEN ? "open" : "closed");
+          target, Protos.describe(status), failing);
     }
+    return failed(dependency);
+  }
+
+  /** The FAIL_OPEN (or FAIL_CLOSED) decision, counted. */
+  private Decision failed(String dependency) {
     if (failMode == FailMode.OPEN) {
       failOpen.increment();
       return new Decision(true, 0, false, State.UNKNOWN, RejectReason.NONE, Duration.ZERO,
@@ -459,6 +531,68 @@ public final class BreakerdClient implements AutoCloseable {
     failClosed.increment();
     return new Decision(false, 0, false, State.UNKNOWN, RejectReason.NONE, Duration.ZERO,
         dependency, Decision.Source.FAIL_CLOSED);
+  }
+
+  // --- away probes: one chain of Health/Check every away_probe_interval while away ---
+
+  private void startProbing() {
+    if (probing.compareAndSet(false, true)) {
+      scheduleProbe();
+    }
+  }
+
+  private void scheduleProbe() {
+    try {
+      scheduler.schedule(this::probe, awayProbeIntervalNanos, TimeUnit.NANOSECONDS);
+    } catch (RejectedExecutionException closed) {
+      probing.set(false);
+    }
+  }
+
+  private void stopProbing() {
+    probing.set(false);
+    if (away.get()) {
+      startProbing(); // marked away again after the caller looked
+    }
+  }
+
+  private void probe() {
+    if (!away.get()) {
+      stopProbing();
+      return;
+    }
+    // The channel's own reconnect backoff grows to minutes; a local sidecar
+    // that comes back should be found by the next probe.
+    if (channel.getState(false) == ConnectivityState.TRANSIENT_FAILURE) {
+      channel.resetConnectBackoff();
+    }
+    health.withDeadlineAfter(timeoutNanos, TimeUnit.NANOSECONDS)
+        .check(HEALTH_CHECK, new StreamObserver<HealthCheckResponse>() {
+          @Override
+          public void onNext(HealthCheckResponse response) {
+            if (response.getStatus() == HealthCheckResponse.ServingStatus.SERVING) {
+              heardFrom("its health check answered SERVING");
+            }
+          }
+
+          @Override
+          public void onError(Throwable error) {
+            probed();
+          }
+
+          @Override
+          public void onCompleted() {
+            probed();
+          }
+        });
+  }
+
+  private void probed() {
+    if (away.get()) {
+      scheduleProbe();
+    } else {
+      stopProbing();
+    }
   }
 
   // --- guard plumbing ---
@@ -517,6 +651,7 @@ public final class BreakerdClient implements AutoCloseable {
     private boolean watch = true;
     private Duration watchBackoffBase = Duration.ofMillis(100);
     private Duration watchBackoffMax = Duration.ofSeconds(5);
+    private Duration awayProbeInterval = DEFAULT_AWAY_PROBE_INTERVAL;
 
     private Builder() {}
 
@@ -560,6 +695,19 @@ public final class BreakerdClient implements AutoCloseable {
       }
       this.watchBackoffBase = base;
       this.watchBackoffMax = max;
+      return this;
+    }
+
+    /**
+     * How often the health probe runs while breakerd is away (after an Acquire
+     * missed its deadline or found breakerd unavailable); nothing runs while it
+     * is present. Default 100 ms.
+     */
+    public Builder awayProbeInterval(Duration interval) {
+      if (interval.isNegative() || interval.isZero()) {
+        throw new IllegalArgumentException("awayProbeInterval must be positive, got " + interval);
+      }
+      this.awayProbeInterval = interval;
       return this;
     }
 

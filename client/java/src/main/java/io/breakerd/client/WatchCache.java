@@ -18,15 +18,26 @@ import java.util.concurrent.atomic.LongAdder;
 
 /**
  * One Watch stream over every dependency and the cache it feeds:
- * {@code dependency -> (state, open_until)}. When the stream ends or fails the
- * cache is cleared at once and the stream is started again after a full-jitter
- * backoff. Thread-safe.
+ * {@code dependency -> (state, mode, generation, open_until)}. An event older
+ * than the one the cache holds for its dependency (a lower generation) is
+ * ignored; an equal generation is applied (a {@code reload} event changes the
+ * mode without a transition). When the stream ends or fails the cache is
+ * cleared at once and the stream is started again after a full-jitter backoff.
+ * Thread-safe.
  */
 final class WatchCache {
   private static final System.Logger LOG = System.getLogger(BreakerdClient.class.getName());
 
-  /** What the stream last said about one dependency. */
-  private record Entry(State state, long openUntilNanos) {}
+  /** The one mode that never refuses; any other (empty, from an older breakerd) enforces. */
+  private static final String SHADOW = "shadow";
+
+  /**
+   * What the stream last said about one dependency.
+   *
+   * @param generation the breaker's generation (unsigned) of that event
+   * @param openUntilNanos when state is OPEN: System.nanoTime() at which the cooldown ends
+   */
+  private record Entry(State state, boolean shadow, long generation, long openUntilNanos) {}
 
   private final ConcurrentHashMap<String, Entry> entries = new ConcurrentHashMap<>();
   private final ManagedChannel channel;
@@ -36,6 +47,7 @@ final class WatchCache {
   private final long backoffMaxNanos;
   private final LongAdder reconnects;
   private final String target;
+  private final Runnable onMessage; // after each message: breakerd is there
 
   private final Object lock = new Object();
   private ClientCallStreamObserver<WatchRequest> current; // guarded by lock
@@ -44,13 +56,19 @@ final class WatchCache {
   private boolean up; // guarded by lock: a message arrived on the current stream
   private boolean down; // guarded by lock: "ended" was logged, "back" was not yet
 
+  /**
+   * A cache fed by a stream on {@code channel} once {@link #start()} is called;
+   * reconnects are scheduled on {@code scheduler} and counted in
+   * {@code reconnects}; {@code onMessage} runs after every event received.
+   */
   WatchCache(
       ManagedChannel channel,
       ScheduledExecutorService scheduler,
       Duration backoffBase,
       Duration backoffMax,
       LongAdder reconnects,
-      String target) {
+      String target,
+      Runnable onMessage) {
     this.channel = channel;
     this.stub = BreakerGrpc.newStub(channel);
     this.scheduler = scheduler;
@@ -58,6 +76,7 @@ final class WatchCache {
     this.backoffMaxNanos = backoffMax.toNanos();
     this.reconnects = reconnects;
     this.target = target;
+    this.onMessage = onMessage;
   }
 
   void start() {
@@ -66,11 +85,12 @@ final class WatchCache {
 
   /**
    * A local refusal for {@code dependency}, or null when the call must go to
-   * breakerd: refused while the cache says FORCED_OPEN, or OPEN with time left.
+   * breakerd: refused while the cache says FORCED_OPEN, or OPEN with time left,
+   * unless the breaker is in shadow mode (breakerd allows all its calls).
    */
   Decision refusal(String dependency) {
     Entry e = entries.get(dependency);
-    if (e == null) {
+    if (e == null || e.shadow) {
       return null;
     }
     if (e.state == State.FORCED_OPEN) {
@@ -119,13 +139,20 @@ final class WatchCache {
     stub.watch(WatchRequest.getDefaultInstance(), new Observer());
   }
 
-  private void apply(StateChange change) {
+  /**
+   * Records one event of the stream, unless the cache already holds a later
+   * generation for its dependency. Called by the stream; package-private for tests.
+   */
+  void apply(StateChange change) {
     State state = Protos.state(change.getState());
     long openUntil = 0;
     if (state == State.OPEN) {
       openUntil = System.nanoTime() + Protos.duration(change.getRetryAfter()).toNanos();
     }
-    entries.put(change.getDependency(), new Entry(state, openUntil));
+    Entry incoming =
+        new Entry(state, SHADOW.equals(change.getMode()), change.getGeneration(), openUntil);
+    entries.merge(change.getDependency(), incoming, (held, next) ->
+        Long.compareUnsigned(next.generation, held.generation) < 0 ? held : next);
   }
 
   private void ended(Throwable error) {
@@ -182,6 +209,7 @@ final class WatchCache {
         }
       }
       apply(change);
+      onMessage.run();
     }
 
     @Override

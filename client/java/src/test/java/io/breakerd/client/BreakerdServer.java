@@ -52,6 +52,7 @@ final class BreakerdServer implements AutoCloseable {
   private final Path dir;
   private final List<String> stderr = new ArrayList<>(); // guarded by itself
   private Process process;
+  private boolean frozen; // SIGSTOP sent, SIGCONT not yet
   private String grpcAddress;
   private String metricsAddress;
   private ManagedChannel channel;
@@ -69,8 +70,17 @@ final class BreakerdServer implements AutoCloseable {
 
   /** Like {@link #start()}, with one more listen address (e.g. {@code unix:/path}). */
   static BreakerdServer start(String extraListen) throws Exception {
+    return start(CONFIG, extraListen);
+  }
+
+  /** Starts breakerd on free ports with {@code config} (YAML, deploy/config/breakerd.yaml). */
+  static BreakerdServer startWithConfig(String config) throws Exception {
+    return start(config, null);
+  }
+
+  private static BreakerdServer start(String config, String extraListen) throws Exception {
     Path dir = Files.createTempDirectory("bd-java-test-");
-    Files.writeString(dir.resolve("config.yaml"), CONFIG);
+    Files.writeString(dir.resolve("config.yaml"), config);
     Files.writeString(dir.resolve("token"), TOKEN + "\n");
     BreakerdServer s = new BreakerdServer(dir);
     s.launch(extraListen == null ? "127.0.0.1:0" : "127.0.0.1:0," + extraListen, "127.0.0.1:0");
@@ -165,8 +175,61 @@ final class BreakerdServer implements AutoCloseable {
     return process.pid();
   }
 
-  /** Stops the process: SIGTERM, then SIGKILL after 5 s. */
+  /**
+   * Freezes the process (SIGSTOP) and waits until every thread of it is stopped:
+   * connections stay up, nothing answers. Undo with {@link #thaw()} (also done by
+   * {@link #stop()}).
+   */
+  void freeze() throws Exception {
+    signal("STOP");
+    frozen = true;
+    if (!eventually(Duration.ofSeconds(10), this::allThreadsStopped)) {
+      throw new IllegalStateException("breakerd did not stop after SIGSTOP");
+    }
+  }
+
+  /** Lets a frozen process run again (SIGCONT); nothing when it is not frozen. */
+  void thaw() throws Exception {
+    if (frozen && process.isAlive()) {
+      signal("CONT");
+    }
+    frozen = false;
+  }
+
+  private void signal(String sig) throws Exception {
+    Process kill = new ProcessBuilder("kill", "-" + sig, Long.toString(pid()))
+        .inheritIO().start();
+    if (kill.waitFor() != 0) {
+      throw new IllegalStateException("kill -" + sig + " " + pid() + " failed");
+    }
+  }
+
+  /** Whether every thread of breakerd is stopped (state T in /proc/PID/task/TID/stat). */
+  private boolean allThreadsStopped() {
+    try (java.util.stream.Stream<Path> tasks =
+        Files.list(Path.of("/proc", Long.toString(pid()), "task"))) {
+      return tasks.allMatch(task -> {
+        try {
+          String stat = Files.readString(task.resolve("stat"));
+          return stat.substring(stat.lastIndexOf(')') + 2).startsWith("T");
+        } catch (IOException gone) {
+          return true;
+        }
+      });
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
+  /** Stops the process (thawing it first if frozen): SIGTERM, then SIGKILL after 5 s. */
   void stop() throws InterruptedException {
+    try {
+      thaw();
+    } catch (InterruptedException e) {
+      throw e;
+    } catch (Exception e) {
+      // SIGKILL below still ends a stopped process
+    }
     if (channel != null) {
       channel.shutdownNow();
       channel = null;

@@ -1,0 +1,93 @@
+// Internal to breakerd::client, not part of its API (that is
+// breakerd/client.h).
+//
+// SidecarPresence: whether breakerd is present or away (client/README.md,
+// "Sidecar away"). An Acquire whose RPC timed out or found breakerd
+// unavailable marks it away, so that the calls after it decide at once
+// instead of each waiting out decision_timeout. While away, a background
+// thread sends the standard grpc.health.v1.Health/Check (service "") every
+// probe_interval; the first SERVING answer, or any message on the Watch
+// stream (MarkPresent), brings breakerd back. While present the thread waits
+// on a condition variable and sends nothing.
+//
+// Thread-safety: thread-safe.
+#ifndef BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_INTERNAL_SIDECAR_PRESENCE_H_
+#define BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_INTERNAL_SIDECAR_PRESENCE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/status.h"
+
+namespace breakerd::client::internal {
+
+class SidecarPresence {
+ public:
+  struct Options {
+    // The channel to breakerd (shared with the Breaker stub).
+    std::shared_ptr<grpc::Channel> channel;
+    // Deadline of each health check (the client's decision_timeout).
+    absl::Duration probe_timeout = absl::Milliseconds(20);
+    // Wait before each health check while away.
+    absl::Duration probe_interval = absl::Milliseconds(100);
+    // Names breakerd in the log lines (its target).
+    std::string target;
+    // What the client does while away, for the log line ("failing open").
+    std::string while_away;
+    // Receives one line when breakerd goes away and one when it is back.
+    std::function<void(absl::string_view)> log;
+  };
+
+  // Starts the probe thread (idle until MarkAway).
+  // REQUIRES: options.channel and options.log set; both intervals positive.
+  explicit SidecarPresence(Options options);
+  // Cancels a health check in flight and joins the probe thread.
+  ~SidecarPresence();
+
+  SidecarPresence(const SidecarPresence&) = delete;
+  SidecarPresence& operator=(const SidecarPresence&) = delete;
+
+  // True from MarkAway until the probe succeeds or MarkPresent.
+  bool away() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // An Acquire or AcquireFirst RPC failed with `status` (DEADLINE_EXCEEDED
+  // or UNAVAILABLE). Logs and wakes the probe if breakerd was present.
+  void MarkAway(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // breakerd was heard from (`how`, for the log line). Logs if it was away.
+  void MarkPresent(absl::string_view how) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void ProbeLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks while present, then one probe_interval more. Returns false when
+  // the presence is being destroyed, true when a health check is due.
+  bool WaitUntilProbeDue() ABSL_LOCKS_EXCLUDED(mu_);
+  // One health check; true if breakerd answered SERVING.
+  bool Probe() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Constant after construction.
+  const Options options_;
+
+  mutable absl::Mutex mu_;
+  // Signalled when away_ or stopping_ changes.
+  absl::CondVar changed_;
+  bool away_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The health check in flight, for the destructor to cancel.
+  grpc::ClientContext* probe_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+
+  // Last: started once everything above is constructed.
+  std::thread probe_thread_;
+};
+
+}  // namespace breakerd::client::internal
+
+#endif  // BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_INTERNAL_SIDECAR_PRESENCE_H_

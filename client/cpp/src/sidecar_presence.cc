@@ -1,0 +1,103 @@
+#include "breakerd/internal/sidecar_presence.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace breakerd::client::internal {
+
+SidecarPresence::SidecarPresence(Options options)
+    : options_(std::move(options)), probe_thread_([this] { ProbeLoop(); }) {}
+
+SidecarPresence::~SidecarPresence() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (probe_context_ != nullptr) probe_context_->TryCancel();
+    changed_.SignalAll();
+  }
+  probe_thread_.join();
+}
+
+bool SidecarPresence::away() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return away_;
+}
+
+void SidecarPresence::MarkAway(const grpc::Status& status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (away_) return;
+    away_ = true;
+    changed_.SignalAll();
+  }
+  options_.log(absl::StrCat(
+      "breakerd at ", options_.target, " unreachable (",
+      absl::StatusCodeToString(
+          static_cast<absl::StatusCode>(status.error_code())),
+      ": ", status.error_message(), "); ", options_.while_away,
+      " without asking it until a health check or the Watch stream answers"));
+}
+
+void SidecarPresence::MarkPresent(absl::string_view how) {
+  {
+    // Every Watch message lands here: a shared lock while breakerd is
+    // present, the common case.
+    absl::ReaderMutexLock lock(&mu_);
+    if (!away_) return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!away_) return;
+    away_ = false;
+    changed_.SignalAll();
+  }
+  options_.log(
+      absl::StrCat("breakerd at ", options_.target, " back (", how, ")"));
+}
+
+void SidecarPresence::ProbeLoop() {
+  while (WaitUntilProbeDue()) {
+    if (Probe()) MarkPresent("health check");
+  }
+}
+
+bool SidecarPresence::WaitUntilProbeDue() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    while (!stopping_ && !away_) changed_.Wait(&mu_);
+    if (stopping_) return false;
+    const absl::Time due = absl::Now() + options_.probe_interval;
+    bool due_now = false;
+    while (!stopping_ && away_ && !due_now) {
+      due_now = changed_.WaitWithDeadline(&mu_, due);
+    }
+    if (stopping_) return false;
+    if (away_) return true;
+    // Back during the wait (a Watch message): idle again.
+  }
+}
+
+bool SidecarPresence::Probe() {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   absl::ToChronoNanoseconds(options_.probe_timeout));
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return false;
+    probe_context_ = &ctx;
+  }
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status =
+      grpc::health::v1::Health::NewStub(options_.channel)
+          ->Check(&ctx, grpc::health::v1::HealthCheckRequest(), &response);
+  absl::MutexLock lock(&mu_);
+  probe_context_ = nullptr;
+  return status.ok() &&
+         response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+}  // namespace breakerd::client::internal

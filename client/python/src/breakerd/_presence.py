@@ -1,0 +1,125 @@
+"""Whether breakerd answers: present, failing, or away (client/README.md,
+"Fail-open" and "Sidecar away")."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Optional
+
+_log = logging.getLogger("breakerd")
+
+
+class SidecarPresence:
+    """What the client believes of breakerd; thread-safe.
+
+    *Present* until a decision RPC fails. *Failing* (answered with an error)
+    until an RPC answers again. *Away* (timed out or unavailable) until
+    ``probe`` succeeds or :meth:`back` is called (the Watch stream delivered
+    a message); a late answer to an RPC sent before does not end it, so the
+    next decisions do not wait on a sidecar that is still hung. While away,
+    and only then, a daemon thread calls ``probe`` every ``interval``
+    seconds. Each change is logged once, never once per call.
+    """
+
+    def __init__(
+        self,
+        probe: Callable[[], bool],
+        interval: float,
+        *,
+        target: str,
+        fail_mode: str,
+    ) -> None:
+        # Constant after construction.
+        self._probe = probe
+        self._interval = interval
+        self._target = target
+        self._fail_mode = fail_mode
+        # Guarded by _lock. Away iff _episode is not None (and then failing);
+        # setting the episode's event ends its probe thread.
+        self._lock = threading.Lock()
+        self._failing = False
+        self._episode: Optional[threading.Event] = None
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+
+    @property
+    def away(self) -> bool:
+        """Decide without breakerd: no Acquire, AcquireFirst or Report RPC."""
+        return self._episode is not None
+
+    def failed(self, detail: str, away: bool) -> None:
+        """A decision RPC failed; ``away`` for DEADLINE_EXCEEDED or UNAVAILABLE."""
+        with self._lock:
+            if self._closed:
+                return
+            was_failing, self._failing = self._failing, True
+            if away and self._episode is None:
+                self._episode = threading.Event()
+                self._thread = threading.Thread(
+                    target=self._probe_until_back,
+                    args=(self._episode,),
+                    name="breakerd-away-probe",
+                    daemon=True,
+                )
+                self._thread.start()
+                _log.warning(
+                    "breakerd at %s cannot answer (%s): failing %s with no RPC "
+                    "until it answers a health check",
+                    self._target,
+                    detail,
+                    self._fail_mode,
+                )
+            elif not was_failing:
+                _log.warning(
+                    "breakerd at %s cannot answer (%s): failing %s",
+                    self._target,
+                    detail,
+                    self._fail_mode,
+                )
+
+    def answered(self) -> None:
+        """A decision RPC got breakerd's answer: no longer failing, unless away."""
+        if not self._failing:  # unlocked fast path; decided under the lock
+            return
+        with self._lock:
+            if self._episode is not None or not self._failing:
+                return
+            self._failing = False
+            _log.info("breakerd at %s answers again", self._target)
+
+    def back(self, episode: Optional[threading.Event] = None) -> None:
+        """breakerd is reachable again (the Watch stream delivered a message,
+        or the probe of ``episode`` succeeded): present, probe stopped."""
+        if self._episode is None:  # unlocked fast path: every Watch message
+            return
+        with self._lock:
+            if self._episode is None or (episode is not None and episode is not self._episode):
+                return  # already back, or a stale probe of an earlier episode
+            self._episode.set()
+            self._episode = None
+            self._thread = None
+            self._failing = False
+            _log.info("breakerd at %s answers again", self._target)
+
+    def close(self, timeout: float) -> None:
+        """Stops the probe thread (waiting at most ``timeout`` seconds for a
+        check in flight); nothing starts afterwards. Idempotent."""
+        with self._lock:
+            self._closed = True
+            if self._episode is not None:
+                self._episode.set()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _probe_until_back(self, episode: threading.Event) -> None:
+        while not episode.wait(self._interval):
+            try:
+                ok = self._probe()
+            except Exception:  # never let the thread die while away
+                _log.exception("breakerd health probe failed")
+                ok = False
+            if ok:
+                self.back(episode)
+                return

@@ -1,0 +1,87 @@
+"""Shadow mode: the Watch cache stores each breaker's mode and never refuses
+a shadow breaker locally (reported as "three timeouts on payments/psp, then
+every acquire returns allowed=False, source=LOCAL")."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+from conftest import CONFIG, Breakerd, HttpError, unique, wait_for
+
+from breakerd import Client, RejectReason, Source, State
+from breakerd._proto import breaker_pb2 as pb
+
+MakeClient = Callable[..., Client]
+
+
+def _trip(client: Client, dep: str) -> None:
+    """Three failures: consecutive_failures 3 opens the breaker."""
+    for _ in range(3):
+        with pytest.raises(HttpError):
+            with client.guard(dep):
+                raise HttpError(504)
+
+
+def test_shadow_breaker_open_is_never_refused_locally(
+    breakerd: Breakerd, make_client: MakeClient
+) -> None:
+    dep = "payments/psp"  # policy payments/*: mode shadow, consecutive_failures 3
+    tripper = make_client(breakerd, watch=False)
+    watcher = make_client(breakerd)
+    _trip(tripper, dep)
+    assert breakerd.get_state(dep).state == pb.STATE_OPEN
+
+    wait_for(lambda: watcher.cached_state(dep) == State.OPEN, 10, "the OPEN Watch event")
+    local_before = watcher.stats().local_rejections
+    acquires_before = breakerd.acquires(dep)
+    for attempt in (0, 0, 1):
+        decision = watcher.acquire(dep, attempt)
+        assert decision.allowed, decision
+        assert decision.source == Source.SIDECAR
+    assert watcher.acquire_first([dep]).source == Source.SIDECAR
+    with watcher.guard(dep) as g:
+        g.set_http_status(200)
+    assert g.decision is not None and g.decision.source == Source.SIDECAR
+    assert watcher.stats().local_rejections == local_before
+    assert breakerd.acquires(dep) >= acquires_before + 4, "breakerd was not asked"
+
+
+def test_enforce_breaker_tripped_the_same_way_is_refused_locally(
+    breakerd: Breakerd, make_client: MakeClient
+) -> None:
+    dep = unique("enforce/psp")  # defaults: mode enforce, consecutive_failures 3
+    tripper = make_client(breakerd, watch=False)
+    watcher = make_client(breakerd)
+    _trip(tripper, dep)
+    wait_for(lambda: watcher.cached_state(dep) == State.OPEN, 10, "the OPEN Watch event")
+    local_before = watcher.stats().local_rejections
+    decision = watcher.acquire(dep)
+    assert not decision.allowed
+    assert (decision.source, decision.reason) == (Source.LOCAL, RejectReason.OPEN)
+    assert watcher.stats().local_rejections == local_before + 1
+
+
+def test_reload_to_shadow_stops_local_refusal_of_an_open_breaker(
+    own_breakerd: Breakerd, make_client: MakeClient
+) -> None:
+    # The reload event keeps the breaker's generation and state: the cache
+    # must apply an equal generation, or the client would go on refusing.
+    dep = unique("flip/psp")
+    tripper = make_client(own_breakerd, watch=False)
+    watcher = make_client(own_breakerd)
+    _trip(tripper, dep)
+    wait_for(lambda: watcher.cached_state(dep) == State.OPEN, 10, "the OPEN Watch event")
+    assert watcher.acquire(dep).source == Source.LOCAL
+
+    own_breakerd.reload(CONFIG + '  - match: "flip/*"\n    mode: shadow\n')
+    decision = wait_for(
+        lambda: (lambda d: d if d.source == Source.SIDECAR else None)(watcher.acquire(dep)),
+        10,
+        "the reload event to make the breaker shadow",
+    )
+    assert decision.allowed
+    assert watcher.cached_state(dep) == State.OPEN  # still open, only the mode changed
+    local_before = watcher.stats().local_rejections
+    assert watcher.acquire(dep).source == Source.SIDECAR
+    assert watcher.stats().local_rejections == local_before
