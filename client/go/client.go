@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
 
@@ -32,15 +33,16 @@ const (
 )
 
 type config struct {
-	target          string
-	decisionTimeout time.Duration
-	failMode        FailMode
-	watch           bool
-	backoffBase     time.Duration
-	backoffMax      time.Duration
-	logger          *slog.Logger
-	classifier      Classifier
-	dialOptions     []grpc.DialOption
+	target            string
+	decisionTimeout   time.Duration
+	failMode          FailMode
+	watch             bool
+	backoffBase       time.Duration
+	backoffMax        time.Duration
+	awayProbeInterval time.Duration
+	logger            *slog.Logger
+	classifier        Classifier
+	dialOptions       []grpc.DialOption
 }
 
 // Option configures a Client; see New.
@@ -66,6 +68,13 @@ func WithWatch(on bool) Option { return func(c *config) { c.watch = on } }
 // doubling up to max. Default 100 ms to 5 s.
 func WithWatchBackoff(base, max time.Duration) Option {
 	return func(c *config) { c.backoffBase, c.backoffMax = base, max }
+}
+
+// WithAwayProbeInterval sets how often, while the sidecar is away (an
+// Acquire timed out or found it unavailable), a Health/Check asks whether it
+// is back. Nothing is sent while it is present. Default 100 ms.
+func WithAwayProbeInterval(d time.Duration) Option {
+	return func(c *config) { c.awayProbeInterval = d }
 }
 
 // WithLogger sets where the client logs (sidecar unreachable / back, Report
@@ -94,25 +103,33 @@ type Stats struct {
 	ReportErrors uint64
 	// WatchReconnects counts Watch streams opened after the first one.
 	WatchReconnects uint64
+	// AwayDecisions counts decisions made with no RPC while the sidecar was
+	// away (each is also counted in FailOpen or FailClosed).
+	AwayDecisions uint64
 }
 
 // Client talks to one breakerd. Make one per process and share it: all
 // methods are safe for concurrent use. It owns one gRPC channel and (with
 // watch on) one Watch stream; Close releases both.
 type Client struct {
-	cfg   config
-	conn  *grpc.ClientConn
-	rpc   pb.BreakerClient
+	// Constant after New.
+	cfg       config
+	conn      *grpc.ClientConn
+	rpc       pb.BreakerClient
+	health    healthpb.HealthClient
+	probeWake chan struct{} // capacity 1: starts probeLoop's work when away begins
+
 	cache cache
 
-	failOpen, failClosed, localRejections, reportErrors, watchReconnects atomic.Uint64
+	failOpen, failClosed, localRejections, reportErrors, watchReconnects, awayDecisions atomic.Uint64
 
+	away          atomic.Bool // decide with no RPC until a probe or the Watch stream answers
 	sidecarDown   atomic.Bool // logged once per change
 	reportFailing atomic.Bool // logged once per change
 
-	stopWatch context.CancelFunc
-	watchDone chan struct{}
-	closeOnce sync.Once
+	stopBackground context.CancelFunc // ends watchLoop and probeLoop
+	background     sync.WaitGroup
+	closeOnce      sync.Once
 }
 
 // New makes a Client. It does not wait for breakerd: the channel starts
@@ -121,12 +138,13 @@ type Client struct {
 // unusable target or option.
 func New(opts ...Option) (*Client, error) {
 	cfg := config{
-		target:          DefaultTarget,
-		decisionTimeout: 20 * time.Millisecond,
-		watch:           true,
-		backoffBase:     100 * time.Millisecond,
-		backoffMax:      5 * time.Second,
-		classifier:      FromError,
+		target:            DefaultTarget,
+		decisionTimeout:   20 * time.Millisecond,
+		watch:             true,
+		backoffBase:       100 * time.Millisecond,
+		backoffMax:        5 * time.Second,
+		awayProbeInterval: 100 * time.Millisecond,
+		classifier:        FromError,
 	}
 	if env := os.Getenv("BREAKERD_ADDR"); env != "" {
 		cfg.target = env
@@ -140,8 +158,8 @@ func New(opts ...Option) (*Client, error) {
 	if cfg.classifier == nil {
 		cfg.classifier = FromError
 	}
-	if cfg.decisionTimeout <= 0 || cfg.backoffBase <= 0 || cfg.backoffMax < cfg.backoffBase {
-		return nil, errors.New("breakerd: decision timeout and watch backoff must be positive, max >= base")
+	if cfg.decisionTimeout <= 0 || cfg.backoffBase <= 0 || cfg.backoffMax < cfg.backoffBase || cfg.awayProbeInterval <= 0 {
+		return nil, errors.New("breakerd: decision timeout, watch backoff and away probe interval must be positive, max >= base")
 	}
 	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.dialOptions...)
 	conn, err := grpc.NewClient(cfg.target, dial...)
@@ -149,25 +167,25 @@ func New(opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("breakerd: target %q: %w", cfg.target, err)
 	}
 	conn.Connect()
-	c := &Client{cfg: cfg, conn: conn, rpc: pb.NewBreakerClient(conn), watchDone: make(chan struct{})}
+	c := &Client{cfg: cfg, conn: conn, rpc: pb.NewBreakerClient(conn), health: healthpb.NewHealthClient(conn),
+		probeWake: make(chan struct{}, 1)}
 	c.cache.entries = make(map[string]cacheEntry)
 	ctx, cancel := context.WithCancel(context.Background())
-	c.stopWatch = cancel
+	c.stopBackground = cancel
+	c.background.Go(func() { c.probeLoop(ctx) })
 	if cfg.watch {
-		go c.watchLoop(ctx)
-	} else {
-		close(c.watchDone)
+		c.background.Go(func() { c.watchLoop(ctx) })
 	}
 	return c, nil
 }
 
-// Close ends the Watch stream and the channel. Safe to call more than once;
-// the Client must not be used afterwards.
+// Close ends the Watch stream, the away probe and the channel. Safe to call
+// more than once; the Client must not be used afterwards.
 func (c *Client) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
-		c.stopWatch()
-		<-c.watchDone
+		c.stopBackground()
+		c.background.Wait()
 		err = c.conn.Close()
 	})
 	return err
@@ -181,6 +199,7 @@ func (c *Client) Stats() Stats {
 		LocalRejections: c.localRejections.Load(),
 		ReportErrors:    c.reportErrors.Load(),
 		WatchReconnects: c.watchReconnects.Load(),
+		AwayDecisions:   c.awayDecisions.Load(),
 	}
 }
 
@@ -189,7 +208,8 @@ func (c *Client) Stats() Stats {
 // Decision with Allowed false. The error is for a bad dependency name
 // (INVALID_ARGUMENT), or ctx's own error when ctx ended first; breakerd
 // being unreachable or slower than the decision timeout gives a fail-open
-// (or fail-closed) Decision instead.
+// (or fail-closed) Decision instead, and so does, with no RPC, breakerd
+// being away (see WithAwayProbeInterval).
 func (c *Client) Acquire(ctx context.Context, dependency string, attempt uint32) (Decision, error) {
 	if err := validateDependency(dependency); err != nil {
 		return Decision{}, err
@@ -197,6 +217,9 @@ func (c *Client) Acquire(ctx context.Context, dependency string, attempt uint32)
 	if d, refused := c.cache.refuse(dependency, time.Now()); refused {
 		c.localRejections.Add(1)
 		return d, nil
+	}
+	if c.away.Load() {
+		return c.awayDecision(dependency), nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.decisionTimeout)
 	defer cancel()
@@ -242,6 +265,9 @@ func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attemp
 		c.localRejections.Add(1)
 		return local, nil
 	}
+	if c.away.Load() {
+		return c.awayDecision(remaining[0]), nil
+	}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.decisionTimeout)
 	defer cancel()
 	resp, err := c.rpc.AcquireFirst(rctx, &pb.AcquireFirstRequest{Dependencies: remaining, Attempt: attempt})
@@ -262,11 +288,16 @@ func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attemp
 
 // Report tells breakerd how the call allowed with permit went. A permit of
 // 0 (fail-open) is not sent. Report never fails the caller: errors are
-// counted (Stats.ReportErrors) and logged once per change. It is not
-// cut short by ctx's cancellation (only by the decision timeout), so it can
-// be called after the caller gave up.
+// counted (Stats.ReportErrors) and logged once per change, and so are
+// Reports not sent because the sidecar is away. It is not cut short by
+// ctx's cancellation (only by the decision timeout), so it can be called
+// after the caller gave up.
 func (c *Client) Report(ctx context.Context, dependency string, permit uint64, outcome Outcome) {
 	if permit == 0 {
+		return
+	}
+	if c.away.Load() {
+		c.reportErrors.Add(1)
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.decisionTimeout)
@@ -292,7 +323,8 @@ func (c *Client) CachedState(dependency string) (State, bool) {
 
 // unreachable turns an RPC error into a fail-open/closed decision for
 // dependency, except INVALID_ARGUMENT (the caller's bug) and the caller's
-// own ctx ending, which are returned.
+// own ctx ending, which are returned. A timeout or UNAVAILABLE also marks
+// the sidecar away.
 func (c *Client) unreachable(ctx context.Context, dependency string, err error) (Decision, error) {
 	if status.Code(err) == codes.InvalidArgument {
 		return Decision{}, err
@@ -300,15 +332,22 @@ func (c *Client) unreachable(ctx context.Context, dependency string, err error) 
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return Decision{}, ctxErr
 	}
-	if c.sidecarDown.CompareAndSwap(false, true) {
+	if marksAway(err) {
+		c.markAway(err)
+	} else if c.sidecarDown.CompareAndSwap(false, true) {
 		c.cfg.logger.Warn("breakerd: sidecar unreachable, failing "+c.failWord(), "target", c.cfg.target, "error", err)
 	}
+	return c.failDecision(dependency), nil
+}
+
+// failDecision is the fail mode's answer for dependency, counted.
+func (c *Client) failDecision(dependency string) Decision {
 	if c.cfg.failMode == FailClosed {
 		c.failClosed.Add(1)
-		return Decision{Dependency: dependency, Source: SourceFailClosed}, nil
+		return Decision{Dependency: dependency, Source: SourceFailClosed}
 	}
 	c.failOpen.Add(1)
-	return Decision{Allowed: true, Dependency: dependency, Source: SourceFailOpen}, nil
+	return Decision{Allowed: true, Dependency: dependency, Source: SourceFailOpen}
 }
 
 func (c *Client) reachable() {

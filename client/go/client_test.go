@@ -195,6 +195,61 @@ func TestLocalRefusalFromAnotherClient(t *testing.T) {
 	}
 }
 
+// 2b. A shadow breaker (payments/* in testConfig) is never refused locally:
+// its OPEN reaches the cache, yet Acquire goes to breakerd, which allows it.
+// An enforcing breaker tripped the same way is refused LOCAL.
+func TestShadowBreakerNotRefusedLocally(t *testing.T) {
+	s := startSidecar(t)
+	ctx := context.Background()
+	tripper := newClient(t, s.addr, breakerd.WithWatch(false))
+	watcher := newClient(t, s.addr)
+	const shadow, enforced = "payments/psp", "enforced/psp"
+
+	for _, dep := range []string{shadow, enforced} {
+		for i := 0; i < 3; i++ {
+			_ = tripper.Do(ctx, dep, func(context.Context) error { return &breakerd.HTTPError{StatusCode: 503} })
+		}
+		if st := s.state(dep); st.State != breakerd.StateOpen {
+			t.Fatalf("%s after 3 failures: %v, want open", dep, st.State)
+		}
+		eventually(t, "the watcher's cache to see "+dep+" OPEN", func() bool {
+			st, ok := watcher.CachedState(dep)
+			return ok && st == breakerd.StateOpen
+		})
+	}
+	if mode := s.state(shadow).Mode; mode != "shadow" {
+		t.Fatalf("%s mode %q, want shadow (testConfig)", shadow, mode)
+	}
+
+	rejections := watcher.Stats().LocalRejections
+	acquires := s.acquires(shadow)
+	d, err := watcher.Acquire(ctx, shadow, 0)
+	if err != nil || !d.Allowed || d.Source != breakerd.SourceSidecar {
+		t.Fatalf("Acquire(%s) = %+v, %v; want allowed by SIDECAR", shadow, d, err)
+	}
+	watcher.Report(ctx, shadow, d.Permit, breakerd.Explicit(breakerd.ClassCancelled))
+	if d, err := watcher.AcquireFirst(ctx, []string{shadow}, 0); err != nil || !d.Allowed || d.Source != breakerd.SourceSidecar {
+		t.Errorf("AcquireFirst([%s]) = %+v, %v; want allowed by SIDECAR", shadow, d, err)
+	} else {
+		watcher.Report(ctx, shadow, d.Permit, breakerd.Explicit(breakerd.ClassCancelled))
+	}
+	if got := watcher.Stats().LocalRejections; got != rejections {
+		t.Errorf("LocalRejections %d -> %d for a shadow breaker", rejections, got)
+	}
+	if got := s.acquires(shadow); got != acquires+2 {
+		t.Errorf("breakerd_acquire_total for %s went %v -> %v, want +2", shadow, acquires, got)
+	}
+
+	// The control: the enforcing breaker is refused locally.
+	d, err = watcher.Acquire(ctx, enforced, 0)
+	if err != nil || d.Allowed || d.Source != breakerd.SourceLocal || d.Reason != breakerd.ReasonOpen {
+		t.Errorf("Acquire(%s) = %+v, %v; want refused LOCAL OPEN", enforced, d, err)
+	}
+	if got := watcher.Stats().LocalRejections; got != rejections+1 {
+		t.Errorf("LocalRejections %d -> %d, want +1 for the enforcing breaker", rejections, got)
+	}
+}
+
 // 3. With breakerd gone: fail open promptly (or closed), the guarded call
 // runs, and the Watch cache is cleared.
 func TestFailOpenWhenSidecarStopped(t *testing.T) {

@@ -17,10 +17,15 @@
 // Report with the Decision's permit.
 //
 // A Client keeps one Watch stream and refuses locally, with no RPC, while a
-// dependency's breaker is open (cooldown still running) or forced open.
+// dependency's breaker is open (cooldown still running) or forced open, and
+// its policy enforces (a shadow breaker is never refused locally).
 // When breakerd is unreachable or slower than the decision timeout (20 ms)
-// decisions fail open (or closed, WithFailMode(FailClosed)); Report errors
-// never reach the caller. Stats returns the client's counters.
+// decisions fail open (or closed, WithFailMode(FailClosed)). After such a
+// timeout or UNAVAILABLE the sidecar is away: decisions fail open (or
+// closed) at once with no RPC and Reports are not sent, until a background
+// health check (every 100 ms, WithAwayProbeInterval) or the Watch stream
+// hears from it. Report errors never reach the caller. Stats returns the
+// client's counters.
 //
 // The generated gRPC stubs are in the breakerdv1 subpackage.
 package breakerd

@@ -33,6 +33,9 @@ const testConfig = `defaults:
 policies:
   - match: "short/*"
     cooldown: { base: 1s, max: 2s, jitter: 0 }
+  - match: "payments/*"
+    mode: shadow
+    consecutive_failures: 3
 `
 
 const adminToken = "go-client-test-token"
@@ -155,11 +158,13 @@ func (s *sidecar) stderr() string {
 	return s.log.String()
 }
 
-// stop: SIGTERM, then SIGKILL after 5 s.
+// stop: SIGTERM, then SIGKILL after 5 s. SIGCONT first, in case a failed
+// test left it paused.
 func (s *sidecar) stop() {
 	if s.conn != nil {
 		_ = s.conn.Close()
 	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT)
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.exited:
@@ -172,6 +177,42 @@ func (s *sidecar) stop() {
 func (s *sidecar) kill() {
 	_ = s.cmd.Process.Kill()
 	<-s.exited
+}
+
+// pause sends SIGSTOP and waits until every thread of breakerd is stopped
+// (the signal is delivered asynchronously: a running thread may still
+// answer): connections stay open and nothing answers, as with a hung or
+// throttled sidecar. The test's cleanup resumes it whatever happens.
+func (s *sidecar) pause() {
+	s.t.Helper()
+	s.t.Cleanup(s.resume)
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("SIGSTOP: %v", err)
+	}
+	eventually(s.t, "every breakerd thread to stop", func() bool { return allThreadsStopped(s.cmd.Process.Pid) })
+}
+
+// resume sends SIGCONT (harmless when not paused).
+func (s *sidecar) resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// allThreadsStopped reads each thread's state from /proc: T is stopped.
+func allThreadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *sidecar) adminCtx() (context.Context, context.CancelFunc) {

@@ -9,26 +9,39 @@ import (
 	pb "github.com/breakerd/breakerd/client/go/breakerdv1"
 )
 
-// cache is the Watch stream's view: dependency -> state and, when open, the
-// monotonic time the cooldown ends.
+// cache is the Watch stream's view: dependency -> state, mode, generation
+// and, when open, the monotonic time the cooldown ends.
 type cache struct {
 	mu      sync.RWMutex
 	entries map[string]cacheEntry
 }
 
+// modeShadow is StateChange.mode of a breaker whose policy only watches: the
+// sidecar allows every call, so the cache never refuses it. Any other value
+// ("enforce", or "" from a sidecar older than the field) enforces.
+const modeShadow = "shadow"
+
 type cacheEntry struct {
-	state     State
-	openUntil time.Time // carries a monotonic reading (time.Now().Add)
+	state      State
+	shadow     bool
+	generation uint64
+	openUntil  time.Time // carries a monotonic reading (time.Now().Add)
 }
 
+// apply records ch unless the cache holds a later generation of the same
+// dependency. An equal generation is applied: a reload event carries the
+// current generation and changes only the mode.
 func (c *cache) apply(ch *pb.StateChange, now time.Time) {
-	e := cacheEntry{state: ch.State}
+	e := cacheEntry{state: ch.State, shadow: ch.Mode == modeShadow, generation: ch.Generation}
 	if ch.State == StateOpen {
 		e.openUntil = now.Add(ch.RetryAfter.AsDuration())
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.entries[ch.Dependency]; ok && ch.Generation < old.generation {
+		return
+	}
 	c.entries[ch.Dependency] = e
-	c.mu.Unlock()
 }
 
 func (c *cache) clear() {
@@ -45,13 +58,14 @@ func (c *cache) state(dep string) (State, bool) {
 }
 
 // refuse reports a local refusal while the cache says FORCED_OPEN, or OPEN
-// with the cooldown still running; everything else goes to breakerd.
+// with the cooldown still running, for an enforcing breaker; everything
+// else (shadow breakers included) goes to breakerd.
 func (c *cache) refuse(dep string, now time.Time) (Decision, bool) {
 	c.mu.RLock()
 	e, ok := c.entries[dep]
 	c.mu.RUnlock()
 	switch {
-	case !ok:
+	case !ok || e.shadow:
 		return Decision{}, false
 	case e.state == StateForcedOpen:
 		return Decision{State: e.state, Reason: ReasonForcedOpen, Dependency: dep, Source: SourceLocal}, true
@@ -67,7 +81,6 @@ func (c *cache) refuse(dep string, now time.Time) (Decision, bool) {
 // reopened after a full-jitter backoff (base doubling to max; back to base
 // after a stream that was live).
 func (c *Client) watchLoop(ctx context.Context) {
-	defer close(c.watchDone)
 	backoff := c.cfg.backoffBase
 	for first := true; ; first = false {
 		if !first {
@@ -98,7 +111,8 @@ func (c *Client) watchLoop(ctx context.Context) {
 const watchSubscribedHeader = "breakerd-watch-subscribed"
 
 // watchOnce runs one stream until it fails; live says whether breakerd
-// subscribed it (its header came, or a StateChange did).
+// subscribed it (its header came, or a StateChange did). Either is breakerd
+// answering, so it also ends an away spell.
 func (c *Client) watchOnce(ctx context.Context) (live bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -108,6 +122,7 @@ func (c *Client) watchOnce(ctx context.Context) (live bool, err error) {
 	}
 	if md, err := stream.Header(); err == nil && len(md.Get(watchSubscribedHeader)) > 0 {
 		live = true
+		c.markBack("watch stream")
 	}
 	for {
 		ch, err := stream.Recv()
@@ -116,5 +131,6 @@ func (c *Client) watchOnce(ctx context.Context) (live bool, err error) {
 		}
 		c.cache.apply(ch, time.Now())
 		live = true
+		c.markBack("watch stream")
 	}
 }

@@ -9,11 +9,12 @@ import type { BreakerClient } from './generated/breakerd/v1/Breaker';
 import type { Effect__Output } from './generated/breakerd/v1/Effect';
 import type { ReportRequest } from './generated/breakerd/v1/ReportRequest';
 import type { ReportResponse__Output } from './generated/breakerd/v1/ReportResponse';
+import type { HealthClient } from './generated/grpc/health/v1/Health';
 import { Outcome, type OutcomeReport } from './outcome';
-import { breakerdV1, durationToMs, msToDuration } from './proto';
+import { breakerdV1, durationToMs, healthV1, msToDuration } from './proto';
 import { Watcher } from './watch';
 
-/** Where log lines go: once when breakerd becomes unreachable, once when it is back. */
+/** Where log lines go: once when breakerd becomes unreachable (or away), once when it is back. */
 export interface Logger {
   warn(message: string): void;
   info(message: string): void;
@@ -35,6 +36,12 @@ export interface BreakerdClientOptions {
   watch?: boolean;
   /** Watch reconnect backoff, doubling from initialMs to maxMs with full jitter. Default 100 / 5000. */
   watchBackoff?: { initialMs?: number; maxMs?: number };
+  /**
+   * While breakerd is away (an Acquire timed out or found it unavailable),
+   * how often a Health/Check asks whether it is back, in ms. Nothing is sent
+   * while it is present. Default 100.
+   */
+  awayProbeIntervalMs?: number;
   /** Default `console`; `null` silences the client. */
   logger?: Logger | null;
   /** Extra gRPC channel options (merged over the client's reconnect settings). */
@@ -53,6 +60,8 @@ export interface ClientStats {
   reportErrors: number;
   /** Times the Watch stream was opened again after it ended. */
   watchReconnects: number;
+  /** Decisions made with no RPC while breakerd was away (each also counted in failOpen or failClosed). */
+  awayDecisions: number;
 }
 
 /** What breakerd did with a Report. */
@@ -94,12 +103,20 @@ const DEFAULT_TARGET = '127.0.0.1:50051';
 const CLOSED_STATES: ReadonlySet<StateName> = new Set<StateName>(['STATE_CLOSED', 'STATE_FORCED_CLOSED']);
 const WARMUP_DEPENDENCY = 'breakerd-client.warmup';
 const INVALID_ARGUMENT = grpc.status.INVALID_ARGUMENT;
+/** Acquire errors that mean breakerd is not answering in time: it is away. */
+const AWAY_CODES: ReadonlySet<unknown> = new Set([grpc.status.DEADLINE_EXCEEDED, grpc.status.UNAVAILABLE]);
 
 /**
  * A client of breakerd. Create one per process and share it: it owns one
  * channel and one Watch stream, and every method is safe to call
  * concurrently from any number of async tasks. The Watch stream does not keep
  * the process alive; close() ends it and the channel.
+ *
+ * Sidecar away: after an Acquire or AcquireFirst RPC fails with
+ * DEADLINE_EXCEEDED or UNAVAILABLE, decisions come from the fail mode at
+ * once with no RPC (counted in awayDecisions) and reports are not sent,
+ * until a Health/Check (every awayProbeIntervalMs, on an unref()ed timer)
+ * or the Watch stream hears from breakerd again.
  *
  * Order of operations: acquire() before the call (if refused, do not call),
  * the call with its own timeout, then report() with the permit whatever
@@ -111,12 +128,19 @@ export class BreakerdClient {
   private readonly decisionTimeoutMs: number;
   private readonly failMode: 'open' | 'closed';
   private readonly logger: Logger | null;
+  private readonly awayProbeIntervalMs: number;
   private readonly stub: BreakerClient;
+  private readonly health: HealthClient;
   private readonly watcher: Watcher | undefined;
   private readonly counters: ClientStats = {
-    failOpen: 0, failClosed: 0, localRejections: 0, reportErrors: 0, watchReconnects: 0,
+    failOpen: 0, failClosed: 0, localRejections: 0, reportErrors: 0, watchReconnects: 0, awayDecisions: 0,
   };
   private sidecarReachable = true;
+  /** Decide with no RPC until a probe or the Watch stream hears from breakerd. */
+  private away = false;
+  /** The next probe while away (unref()ed); undefined while present or while a probe is out. */
+  private probeTimer: NodeJS.Timeout | undefined;
+  private probing = false;
   private reportsWorking = true;
   private closed = false;
 
@@ -124,6 +148,10 @@ export class BreakerdClient {
     this.target = options.target ?? (process.env['BREAKERD_ADDR'] || DEFAULT_TARGET);
     this.decisionTimeoutMs = options.decisionTimeoutMs ?? 20;
     this.failMode = options.failMode ?? 'open';
+    this.awayProbeIntervalMs = options.awayProbeIntervalMs ?? 100;
+    if (!(this.awayProbeIntervalMs > 0)) {
+      throw new RangeError(`awayProbeIntervalMs must be > 0, got ${this.awayProbeIntervalMs}`);
+    }
     if (!(this.decisionTimeoutMs > 0)) throw new RangeError(`decisionTimeoutMs must be > 0, got ${this.decisionTimeoutMs}`);
     if (this.failMode !== 'open' && this.failMode !== 'closed') {
       throw new RangeError(`failMode must be 'open' or 'closed', got ${String(this.failMode)}`);
@@ -138,6 +166,10 @@ export class BreakerdClient {
       ...options.channelOptions,
     };
     this.stub = new (breakerdV1().Breaker)(this.target, grpc.credentials.createInsecure(), channelOptions);
+    // The probe asks over the same channel the decisions use.
+    this.health = new (healthV1().Health)(this.target, grpc.credentials.createInsecure(), {
+      channelOverride: this.stub.getChannel(),
+    });
     if (options.watch ?? true) {
       this.watcher = new Watcher(
         { target: this.target, channelOptions, initialBackoffMs: initialMs, maxBackoffMs: maxMs },
@@ -146,6 +178,7 @@ export class BreakerdClient {
           onDown: (details) =>
             this.logger?.warn(`breakerd: watch stream at ${this.target} ended (${details}); deciding remotely until it is back`),
           onReconnect: () => void this.counters.watchReconnects++,
+          onMessage: () => this.markBack('the watch stream'),
         },
       );
     }
@@ -155,7 +188,8 @@ export class BreakerdClient {
    * May `dependency` be called now? Refused locally (source LOCAL, no RPC)
    * while the Watch cache says it is open; otherwise breakerd answers
    * (SIDECAR), or, when it is unreachable or slower than decisionTimeoutMs,
-   * the fail mode does (FAIL_OPEN: allowed with permit "0"; FAIL_CLOSED).
+   * the fail mode does (FAIL_OPEN: allowed with permit "0"; FAIL_CLOSED),
+   * at once and with no RPC while breakerd is away.
    * Rejects only on INVALID_ARGUMENT (a bad dependency name: a programming error).
    *
    * @param attempt 0 for the first try, 1, 2, ... for retries (spends the retry budget).
@@ -166,6 +200,7 @@ export class BreakerdClient {
       this.counters.localRejections++;
       return { allowed: false, permit: '0', probe: false, ...local, dependency, source: DecisionSource.LOCAL };
     }
+    if (this.away) return this.awayDecision(dependency);
     try {
       const r = await this.unary<AcquireResponse__Output>((options, done) =>
         this.stub.Acquire({ dependency, attempt }, options, done),
@@ -203,6 +238,7 @@ export class BreakerdClient {
       refused = { allowed: false, permit: '0', probe: false, ...local, retryAfterMs, dependency, source: DecisionSource.LOCAL };
     }
     if (candidates.length === 0) return refused!;
+    if (this.away) return this.awayDecision(candidates[0]!);
     const last = candidates[candidates.length - 1]!;
     try {
       const r = await this.unary<AcquireFirstResponse__Output>((options, done) =>
@@ -222,7 +258,8 @@ export class BreakerdClient {
   /**
    * Tells breakerd how a permitted call went. A permit of "0" (fail-open,
    * refused) is not sent. Never rejects: failures are counted in
-   * stats().reportErrors and logged once per change; the result is undefined then.
+   * stats().reportErrors and logged once per change, and so are reports not
+   * sent while breakerd is away; the result is undefined then.
    *
    * @param latencyMs how long the call took (feeds the slow-call rule and histogram)
    */
@@ -233,6 +270,10 @@ export class BreakerdClient {
     latencyMs?: number,
   ): Promise<ReportResult | undefined> {
     if (!permit || permit === '0') return undefined;
+    if (this.away) {
+      this.counters.reportErrors++;
+      return undefined;
+    }
     const request: ReportRequest = {
       dependency,
       permit,
@@ -362,10 +403,12 @@ export class BreakerdClient {
     );
   }
 
-  /** Ends the Watch stream and closes the channel. Idempotent. */
+  /** Ends the Watch stream and the away probe, and closes the channel. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
     this.stub.close();
     await this.watcher?.close();
   }
@@ -394,10 +437,28 @@ export class BreakerdClient {
     return { settled, report, result };
   }
 
-  /** The fail-mode decision for an RPC error; INVALID_ARGUMENT is rethrown. */
+  /**
+   * The fail-mode decision for an RPC error; INVALID_ARGUMENT is rethrown.
+   * A timeout or UNAVAILABLE marks breakerd away.
+   */
   private unreachable(dependency: string, err: unknown): Decision {
-    if ((err as { code?: unknown }).code === INVALID_ARGUMENT) throw err;
-    if (!this.closed) this.noteSidecar(false, err);
+    const code = (err as { code?: unknown }).code;
+    if (code === INVALID_ARGUMENT) throw err;
+    if (!this.closed) {
+      if (AWAY_CODES.has(code)) this.markAway(err);
+      else this.noteSidecar(false, err);
+    }
+    return this.failDecision(dependency);
+  }
+
+  /** The fail-mode decision made with no RPC while breakerd is away. */
+  private awayDecision(dependency: string): Decision {
+    this.counters.awayDecisions++;
+    return this.failDecision(dependency);
+  }
+
+  /** The fail mode's answer for `dependency`, counted. */
+  private failDecision(dependency: string): Decision {
     const open = this.failMode === 'open';
     if (open) this.counters.failOpen++;
     else this.counters.failClosed++;
@@ -406,6 +467,49 @@ export class BreakerdClient {
       reason: 'REJECT_REASON_UNSPECIFIED', retryAfterMs: 0, dependency,
       source: open ? DecisionSource.FAIL_OPEN : DecisionSource.FAIL_CLOSED,
     };
+  }
+
+  /** Starts an away spell (logged once) and its probe. */
+  private markAway(err: unknown): void {
+    if (this.away) return;
+    this.away = true;
+    if (this.sidecarReachable) {
+      this.sidecarReachable = false;
+      this.logger?.warn(
+        `breakerd: ${this.target} unreachable (${describe(err)}); failing ${this.failMode} with no RPC until it answers a health check`,
+      );
+    }
+    if (!this.probing) this.scheduleProbe();
+  }
+
+  /** Ends an away spell (logged once); `via` says what answered. */
+  private markBack(via: string): void {
+    if (!this.away) return;
+    this.away = false;
+    clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
+    if (this.sidecarReachable) return;
+    this.sidecarReachable = true;
+    this.logger?.info(`breakerd: ${this.target} is reachable again (${via} answered)`);
+  }
+
+  /** The next probe, on a timer that never keeps the process alive. */
+  private scheduleProbe(): void {
+    if (this.probeTimer || this.closed) return;
+    this.probeTimer = setTimeout(() => this.probe(), this.awayProbeIntervalMs);
+    this.probeTimer.unref();
+  }
+
+  /** One Health/Check of the whole server (service ""), with the decision deadline. */
+  private probe(): void {
+    this.probeTimer = undefined;
+    if (!this.away || this.closed) return;
+    this.probing = true;
+    this.health.Check({ service: '' }, { deadline: Date.now() + this.decisionTimeoutMs }, (err, res) => {
+      this.probing = false;
+      if (!err && res?.status === 'SERVING') this.markBack('a health check');
+      else if (this.away) this.scheduleProbe();
+    });
   }
 
   private noteSidecar(reachable: boolean, err?: unknown): void {

@@ -1,9 +1,11 @@
 // Loads the wire contract (a copy of proto/breakerd/v1/breaker.proto shipped
-// in this package) with the loader options the generated types describe.
+// in this package), and gRPC's health protocol (the away probe), with the
+// loader options the generated types describe.
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import type { ProtoGrpcType } from './generated/breaker';
+import type { ProtoGrpcType as HealthProtoGrpcType } from './generated/health';
 import type { Duration, Duration__Output } from './generated/google/protobuf/Duration';
 
 /** Must match the flags in scripts/generate.js (the generated types assume them). */
@@ -25,6 +27,17 @@ export function breakerdV1(): ProtoGrpcType['breakerd']['v1'] {
     cached = (grpc.loadPackageDefinition(definition) as unknown as ProtoGrpcType).breakerd.v1;
   }
   return cached;
+}
+
+let cachedHealth: HealthProtoGrpcType['grpc']['health']['v1'] | undefined;
+
+/** The `grpc.health.v1` package: the Health service constructor and its messages. */
+export function healthV1(): HealthProtoGrpcType['grpc']['health']['v1'] {
+  if (!cachedHealth) {
+    const definition = protoLoader.loadSync('grpc/health/v1/health.proto', LOADER_OPTIONS);
+    cachedHealth = (grpc.loadPackageDefinition(definition) as unknown as HealthProtoGrpcType).grpc.health.v1;
+  }
+  return cachedHealth;
 }
 
 /** A protobuf Duration (null when unset) in milliseconds. */

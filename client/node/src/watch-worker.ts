@@ -5,8 +5,8 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import * as grpc from '@grpc/grpc-js';
 import { breakerdV1, durationToMs } from './proto';
+import type { CachedChange } from './state-cache';
 import type { StateChange__Output } from './generated/breakerd/v1/StateChange';
-import type { State__Output } from './generated/breakerd/v1/State';
 
 /** What the client passes to the worker. */
 export interface WatchWorkerData {
@@ -19,7 +19,7 @@ export interface WatchWorkerData {
 /** What the worker posts back. */
 export type WatchEvent =
   | { type: 'up' }
-  | { type: 'change'; dependency: string; state: State__Output; retryAfterMs: number }
+  | { type: 'change'; change: CachedChange }
   | { type: 'down'; details: string }
   | { type: 'reconnect' };
 
@@ -35,7 +35,13 @@ function run(data: WatchWorkerData, port: NonNullable<typeof parentPort>): void 
       post({ type: 'up' });
     });
     call.on('data', (c: StateChange__Output) =>
-      post({ type: 'change', dependency: c.dependency, state: c.state, retryAfterMs: durationToMs(c.retry_after) }),
+      post({
+        type: 'change',
+        change: {
+          dependency: c.dependency, state: c.state, mode: c.mode, generation: c.generation,
+          retryAfterMs: durationToMs(c.retry_after),
+        },
+      }),
     );
     call.on('error', () => {}); // 'status' below reports every end, errors included
     call.on('status', (status: grpc.StatusObject) => {

@@ -3,26 +3,16 @@
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
-import type { RejectReasonName, StateName } from './decision';
+import type { StateName } from './decision';
+import { StateCache, type LocalRefusal } from './state-cache';
 import type { WatchEvent, WatchWorkerData } from './watch-worker';
-
-/** A local refusal: what the Decision will say. */
-export interface LocalRefusal {
-  state: StateName;
-  reason: RejectReasonName;
-  retryAfterMs: number;
-}
 
 export interface WatcherHooks {
   onUp(): void;
   onDown(details: string): void;
   onReconnect(): void;
-}
-
-interface Entry {
-  state: StateName;
-  /** performance.now() at which an OPEN entry stops refusing. */
-  openUntil: number;
+  /** The stream received something from breakerd (its header or a StateChange). */
+  onMessage(): void;
 }
 
 /** Delay before restarting a worker that died (a bug, not a stream error). */
@@ -30,10 +20,11 @@ const WORKER_RESTART_MS = 1000;
 
 /**
  * Keeps one Watch stream (in an unref()ed worker thread) and the cache
- * dependency -> (state, open_until). Cleared whenever the stream is down.
+ * dependency -> (state, mode, generation, open_until). Cleared whenever the
+ * stream is down.
  */
 export class Watcher {
-  private readonly cache = new Map<string, Entry>();
+  private readonly cache = new StateCache();
   private worker: Worker | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -53,20 +44,12 @@ export class Watcher {
 
   /** The cached state of a dependency, if the stream has told one. */
   state(dependency: string): StateName | undefined {
-    return this.cache.get(dependency)?.state;
+    return this.cache.state(dependency);
   }
 
-  /** A refusal while the cache says FORCED_OPEN, or OPEN with cooldown left. */
+  /** A refusal while the cache says FORCED_OPEN, or OPEN with cooldown left, and the breaker enforces. */
   refusal(dependency: string): LocalRefusal | undefined {
-    const entry = this.cache.get(dependency);
-    if (entry?.state === 'STATE_FORCED_OPEN') {
-      return { state: entry.state, reason: 'REJECT_REASON_FORCED_OPEN', retryAfterMs: 0 };
-    }
-    if (entry?.state === 'STATE_OPEN') {
-      const left = entry.openUntil - performance.now();
-      if (left > 0) return { state: entry.state, reason: 'REJECT_REASON_OPEN', retryAfterMs: left };
-    }
-    return undefined;
+    return this.cache.refusal(dependency, performance.now());
   }
 
   /** Ends the stream and the worker. */
@@ -98,12 +81,11 @@ export class Watcher {
       case 'up':
         this.up = true;
         this.hooks.onUp();
+        this.hooks.onMessage();
         break;
       case 'change':
-        this.cache.set(event.dependency, {
-          state: event.state,
-          openUntil: performance.now() + event.retryAfterMs,
-        });
+        this.cache.apply(event.change, performance.now());
+        this.hooks.onMessage();
         break;
       case 'down':
         this.markDown(event.details);

@@ -1,6 +1,7 @@
-// The Watch stream does not keep a process alive on its own.
+// Neither the Watch stream nor the away probe keeps a process alive on its own.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Breakerd } from './helpers';
@@ -14,17 +15,8 @@ describe('process lifetime', () => {
     await bd.dispose();
   });
 
-  it('lets the process exit while the watch stream is open, without close()', async () => {
-    const index = path.join(__dirname, '..', 'src', 'index.js');
-    const script = `
-      const { BreakerdClient } = require(${JSON.stringify(index)});
-      const client = new BreakerdClient({ target: ${JSON.stringify(bd.grpcAddr)}, decisionTimeoutMs: 2000, logger: null });
-      const poll = setInterval(async () => {
-        if (!client.watching) return;
-        clearInterval(poll);
-        const d = await client.acquire('exit/a');
-        console.log('watching', d.source);
-      }, 10);`;
+  /** Runs `script` in a fresh node; fails if it has to be killed. Returns its stdout. */
+  async function runToExit(script: string): Promise<string> {
     const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (chunk) => (out += chunk));
@@ -35,6 +27,38 @@ describe('process lifetime', () => {
     clearTimeout(timer);
     assert.equal(signal, null, 'the process had to be killed: something kept it alive');
     assert.equal(code, 0);
-    assert.match(out, /watching SIDECAR/);
+    return out;
+  }
+
+  const index = path.join(__dirname, '..', 'src', 'index.js');
+
+  it('lets the process exit while the watch stream is open, without close()', async () => {
+    const script = `
+      const { BreakerdClient } = require(${JSON.stringify(index)});
+      const client = new BreakerdClient({ target: ${JSON.stringify(bd.grpcAddr)}, decisionTimeoutMs: 2000, logger: null });
+      const poll = setInterval(async () => {
+        if (!client.watching) return;
+        clearInterval(poll);
+        const d = await client.acquire('exit/a');
+        console.log('watching', d.source);
+      }, 10);`;
+    assert.match(await runToExit(script), /watching SIDECAR/);
+  });
+
+  it('lets the process exit while breakerd is away and probed, without close()', async () => {
+    // A loopback port nothing listens on: every RPC fails UNAVAILABLE.
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as net.AddressInfo;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const script = `
+      const { BreakerdClient } = require(${JSON.stringify(index)});
+      const client = new BreakerdClient({ target: '127.0.0.1:${port}', decisionTimeoutMs: 2000, logger: null });
+      (async () => {
+        const first = await client.acquire('exit/away');
+        const second = await client.acquire('exit/away');
+        console.log('away', first.source, second.source, client.stats().awayDecisions);
+      })();`;
+    assert.match(await runToExit(script), /away FAIL_OPEN FAIL_OPEN 1/);
   });
 });

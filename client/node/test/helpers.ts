@@ -31,7 +31,6 @@ export function breakerdBin(): string {
   return bin;
 }
 
-/** Polls `check` until it returns a truthy value; fails after `timeoutMs`. */
 /** True when every thread of `pid` is in state T (stopped), per /proc. */
 function allThreadsStopped(pid: number): boolean {
   const tasks = fs.readdirSync(`/proc/${pid}/task`);
@@ -41,6 +40,7 @@ function allThreadsStopped(pid: number): boolean {
   });
 }
 
+/** Polls `check` until it returns a truthy value; fails after `timeoutMs`. */
 export async function waitFor<T>(
   what: string,
   check: () => T | Promise<T>,
