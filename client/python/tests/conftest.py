@@ -79,6 +79,15 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+def trip(client: Client, dep: str, status: int = 503) -> None:
+    """Three failed guarded calls: consecutive_failures 3 (the test config)
+    opens the breaker."""
+    for _ in range(3):
+        with pytest.raises(HttpError):
+            with client.guard(dep):
+                raise HttpError(status)
+
+
 class Breakerd:
     """One breakerd child process on free loopback ports."""
 

@@ -6,20 +6,12 @@ from __future__ import annotations
 from typing import Callable
 
 import pytest
-from conftest import Breakerd, HttpError, unique, wait_for
+from conftest import Breakerd, trip, unique, wait_for
 
 from breakerd import BreakerOpenError, Client, OutcomeKind, RejectReason, Source, State
 from breakerd._proto import breaker_pb2 as pb
 
 MakeClient = Callable[..., Client]
-
-
-def _trip(client: Client, dep: str) -> None:
-    """Three server errors: consecutive_failures 3 opens the breaker."""
-    for _ in range(3):
-        with pytest.raises(HttpError):
-            with client.guard(dep):
-                raise HttpError(503)
 
 
 def test_breaker_opened_by_one_client_is_refused_locally_by_another(
@@ -28,7 +20,7 @@ def test_breaker_opened_by_one_client_is_refused_locally_by_another(
     dep = unique("local/tripped")
     tripper = make_client(breakerd, watch=False)
     watcher = make_client(breakerd)
-    _trip(tripper, dep)
+    trip(tripper, dep)
     assert breakerd.get_state(dep).state == pb.STATE_OPEN
 
     wait_for(lambda: watcher.cached_state(dep) == State.OPEN, 10, "the OPEN Watch event")
@@ -81,7 +73,7 @@ def test_open_past_its_cooldown_goes_to_the_sidecar(
 ) -> None:
     dep = unique("short/cooldown")  # policy short/*: 1 s cooldown
     client = make_client(breakerd)
-    _trip(client, dep)
+    trip(client, dep)
     wait_for(lambda: client.cached_state(dep) == State.OPEN, 10, "the OPEN Watch event")
     assert client.acquire(dep).source == Source.LOCAL
 

@@ -6,21 +6,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-import pytest
-from conftest import CONFIG, Breakerd, HttpError, unique, wait_for
+from conftest import CONFIG, Breakerd, trip, unique, wait_for
 
 from breakerd import Client, RejectReason, Source, State
 from breakerd._proto import breaker_pb2 as pb
 
 MakeClient = Callable[..., Client]
-
-
-def _trip(client: Client, dep: str) -> None:
-    """Three failures: consecutive_failures 3 opens the breaker."""
-    for _ in range(3):
-        with pytest.raises(HttpError):
-            with client.guard(dep):
-                raise HttpError(504)
 
 
 def test_shadow_breaker_open_is_never_refused_locally(
@@ -29,7 +20,7 @@ def test_shadow_breaker_open_is_never_refused_locally(
     dep = "payments/psp"  # policy payments/*: mode shadow, consecutive_failures 3
     tripper = make_client(breakerd, watch=False)
     watcher = make_client(breakerd)
-    _trip(tripper, dep)
+    trip(tripper, dep, 504)
     assert breakerd.get_state(dep).state == pb.STATE_OPEN
 
     wait_for(lambda: watcher.cached_state(dep) == State.OPEN, 10, "the OPEN Watch event")
@@ -53,7 +44,7 @@ def test_enforce_breaker_tripped_the_same_way_is_refused_locally(
     dep = unique("enforce/psp")  # defaults: mode enforce, consecutive_failures 3
     tripper = make_client(breakerd, watch=False)
     watcher = make_client(breakerd)
-    _trip(tripper, dep)
+    trip(tripper, dep, 504)
     wait_for(lambda: watcher.cached_state(dep) == State.OPEN, 10, "the OPEN Watch event")
     local_before = watcher.stats().local_rejections
     decision = watcher.acquire(dep)
@@ -70,7 +61,7 @@ def test_reload_to_shadow_stops_local_refusal_of_an_open_breaker(
     dep = unique("flip/psp")
     tripper = make_client(own_breakerd, watch=False)
     watcher = make_client(own_breakerd)
-    _trip(tripper, dep)
+    trip(tripper, dep, 504)
     wait_for(lambda: watcher.cached_state(dep) == State.OPEN, 10, "the OPEN Watch event")
     assert watcher.acquire(dep).source == Source.LOCAL
 
