@@ -61,11 +61,14 @@ ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
 ABSL_FLAG(std::string, admin_token_file, "",
           "File holding the bearer token for the Admin service (ForceOpen, "
           "ForceClose, Reset); surrounding whitespace is trimmed and an empty "
-          "file is an error. Without it the Admin service refuses every "
-          "call.");
+          "file is an error. Re-read at every --config-poll-interval and on "
+          "SIGHUP, so a rotated Secret takes effect without a restart (a bad "
+          "new file is logged and the token in force stays). Without it the "
+          "Admin service refuses every call.");
 ABSL_FLAG(absl::Duration, config_poll_interval, absl::Seconds(2),
-          "How often --config is checked for changed content (Kubernetes "
-          "ConfigMap updates). 0 disables polling; SIGHUP still reloads.");
+          "How often --config and --admin-token-file are checked for changed "
+          "content (Kubernetes ConfigMap and Secret updates). 0 disables "
+          "polling; SIGHUP still re-reads both.");
 ABSL_FLAG(absl::Duration, evict_interval, absl::Seconds(30),
           "How often idle breakers (closed, no history, idle for "
           "limits.idle_ttl) are removed. 0 disables eviction.");
@@ -93,10 +96,13 @@ ABSL_FLAG(std::string, unix_socket_mode, "0660",
           "Permission bits (octal) of unix-socket listeners: who may call "
           "breakerd through the socket (owner and group by default).");
 ABSL_FLAG(std::string, state_file, "",
-          "On shutdown, write every breaker that is not plain closed (open "
-          "with its cooldown end and escalation, forced overrides) to this "
-          "file, atomically; on start, read it back. A missing or corrupt "
-          "file is logged and skipped. Off when empty.");
+          "Write every breaker that is not plain closed (open with its "
+          "cooldown end and escalation, forced overrides) to this file, "
+          "atomically: on shutdown, before an Admin override answers, and "
+          "within a second of any open or close; on start, read it back. A "
+          "missing or corrupt file is logged and skipped. The last good "
+          "--config is kept beside it (FILE.last-good-config). Off when "
+          "empty.");
 ABSL_FLAG(absl::Duration, state_stale_after, absl::Minutes(10),
           "Skip --state-file entries whose cooldown ended longer ago than "
           "this.");
@@ -307,7 +313,10 @@ std::string CheckFlags(const std::vector<char*>& args) {
     // caught here, with our exit code.
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
-      return absl::StrCat("--", Dashed(name), ": ", error);
+      return absl::StrCat("--", Dashed(name), ": ", error,
+                          flag->IsOfType<absl::Duration>()
+                              ? " (a duration needs a unit: 500ms, 2s, 1m30s)"
+                              : "");
     }
   }
   return std::string();

@@ -549,7 +549,14 @@ int ServerRunner::LoadConfig() {
                {{"source", options_.config_path},
                 {"trigger", "startup"},
                 {"error", parsed.status().message()}});
-      if (options_.strict_config) return kExitConfigError;
+      if (options_.strict_config) {
+        StartupFailed(absl::StrCat(
+            "config ", options_.config_path,
+            " is invalid and --strict-config is set: exiting (without it "
+            "breakerd would serve on the last good config or the embedded "
+            "defaults)"));
+        return kExitConfigError;
+      }
       // A policy typo must not take the pod down: serve on the last good
       // config (or the defaults) and say so loudly until the file is fixed.
       config_valid_.store(false, std::memory_order_relaxed);
@@ -644,13 +651,17 @@ int ServerRunner::LoadAdminToken() {
     return kExitConfigError;
   }
   admin_token_ = *std::move(token);
-  admin_token_seen_ = *admin_token_;
+  {
+    MutexLock lock(&token_mu_);
+    admin_token_seen_ = *admin_token_;
+  }
   LogEvent(LogLevel::kInfo, "admin_enabled",
            {{"token_file", options_.admin_token_file}});
   return kExitOk;
 }
 
 void ServerRunner::ReloadAdminToken() {
+  MutexLock lock(&token_mu_);
   absl::StatusOr<std::string> token =
       ReadTokenFile(options_.admin_token_file, "admin-token-file");
   const std::string seen =
@@ -668,7 +679,7 @@ void ServerRunner::ReloadAdminToken() {
            {{"token_file", options_.admin_token_file}});
 }
 
-void ServerRunner::PersistOverrides() {
+void ServerRunner::PersistState() {
   if (state_saver_ == nullptr) return;
   absl::StatusOr<size_t> saved = state_saver_->SaveIfStale();
   if (!saved.ok()) {
@@ -783,7 +794,7 @@ int ServerRunner::StartGrpc() {
   admin_service_ = std::make_unique<AdminServiceImpl>(
       registry_.get(), admin_token_, &rpc_stats_);
   // An override is on disk before the operator hears it took.
-  admin_service_->SetAfterOverride([this] { PersistOverrides(); });
+  admin_service_->SetAfterOverride([this] { PersistState(); });
 
   TakeDiagnostics();
   grpc::EnableDefaultHealthCheckService(true);
@@ -1002,6 +1013,7 @@ void ServerRunner::SignalLoop() {
                                         : "SIGINT";
     if (sig == SIGHUP) {
       if (stopping) continue;
+      if (!options_.admin_token_file.empty()) ReloadAdminToken();
       if (reloader_ == nullptr) {
         LogEvent(LogLevel::kInfo, "reload_skipped",
                  {{"signal", name},
@@ -1046,20 +1058,23 @@ void ServerRunner::StopMaintenanceThread() {
 
 void ServerRunner::MaintenanceLoop() {
   const Clock* clock = MonotonicClock::Get();
-  // The poll re-reads the config and the admin token files and writes the
-  // state file for overrides applied from the fleet.
-  const bool poll_needed = reloader_ != nullptr ||
-                           !options_.admin_token_file.empty() ||
-                           state_saver_ != nullptr;
+  // The poll re-reads the config and the admin token files.
+  const bool poll_needed =
+      reloader_ != nullptr || !options_.admin_token_file.empty();
   const absl::Duration poll =
       poll_needed ? options_.config_poll_interval : absl::ZeroDuration();
+  // Opens and closes reach the --state-file this often (overrides at once).
+  const absl::Duration save =
+      state_saver_ != nullptr ? kStateSaveInterval : absl::ZeroDuration();
   const absl::Duration evict = options_.evict_interval;
   absl::Time next_poll = poll > absl::ZeroDuration() ? clock->Now() + poll
                                                      : absl::InfiniteFuture();
   absl::Time next_evict = evict > absl::ZeroDuration() ? clock->Now() + evict
                                                        : absl::InfiniteFuture();
+  absl::Time next_save = save > absl::ZeroDuration() ? clock->Now() + save
+                                                     : absl::InfiniteFuture();
   while (true) {
-    const absl::Time next = std::min(next_poll, next_evict);
+    const absl::Time next = std::min({next_poll, next_evict, next_save});
     {
       MutexLock lock(&mu_);
       // InfiniteFuture - now is an infinite wait.
@@ -1074,8 +1089,11 @@ void ServerRunner::MaintenanceLoop() {
         reloader_->ReloadIfChanged().IgnoreError();  // logged by OnReload
       }
       if (!options_.admin_token_file.empty()) ReloadAdminToken();
-      PersistOverrides();
       next_poll = clock->Now() + poll;
+    }
+    if (now >= next_save) {
+      PersistState();
+      next_save = clock->Now() + save;
     }
     if (now >= next_evict) {
       const size_t evicted = registry_->EvictIdle();

@@ -55,6 +55,10 @@ class RegistryCollector;
 class TransitionLogger;
 class WatchHub;
 
+// How often the --state-file is rewritten when breakers opened or closed
+// (operator overrides are written before the Admin call answers).
+inline constexpr absl::Duration kStateSaveInterval = absl::Seconds(1);
+
 // The last config applied, kept beside --state-file for a start on an
 // invalid --config.
 inline constexpr absl::string_view kLastGoodConfigSuffix = ".last-good-config";
@@ -182,8 +186,9 @@ class ServerRunner {
   // Re-reads --admin-token-file; a changed valid token replaces the old one
   // (a rotated Secret), a bad file is logged once and the old token stays.
   void ReloadAdminToken();
-  // Writes the --state-file if an override changed (logged on failure).
-  void PersistOverrides();
+  // Writes the --state-file if a breaker's saved state changed (logged on
+  // failure).
+  void PersistState();
   // Fleet mode (--redis): the store's thread starts connecting; serving
   // does not wait for it.
   int StartFleet();
@@ -213,9 +218,10 @@ class ServerRunner {
 
   // Set during startup (main thread), then only read.
   std::optional<std::string> admin_token_;
-  // Maintenance thread only: the admin token file's last content (or read
-  // error) seen.
-  std::string admin_token_seen_;
+  // The admin token file's last content (or read error) seen; re-read by
+  // the maintenance thread and at SIGHUP.
+  Mutex token_mu_;
+  std::string admin_token_seen_ ABSL_GUARDED_BY(token_mu_);
   // breakerd_config_valid.
   std::atomic<bool> config_valid_{true};
   // --state-file: rewritten when an override changes; null without it.

@@ -15,13 +15,11 @@ StateSaver::StateSaver(const Registry* registry, std::string path,
 
 void StateSaver::OnTransition(const Transition& t) {
   switch (t.reason) {
-    case TransitionReason::kForcedOpen:
-    case TransitionReason::kForcedClosed:
-    case TransitionReason::kReset:
-      stale_.store(true, std::memory_order_release);
+    case TransitionReason::kCooldownElapsed:  // derived from the saved end
+    case TransitionReason::kReload:           // not a state change
       break;
     default:
-      break;
+      stale_.store(true, std::memory_order_release);
   }
 }
 

@@ -1,14 +1,16 @@
-// StateSaver keeps the --state-file current when an operator override
-// changes (DESIGN.md "Restarts": overrides are written when they change, not
-// only at SIGTERM), so a crash after `reset` cannot bring back the
-// forced_open that the reset removed.
+// StateSaver keeps the --state-file current, not only at SIGTERM (DESIGN.md
+// "Restarts": overrides are written when they change), so that a crash
+// brings back neither an override that `reset` removed nor an outage that
+// has since healed.
 //
-// It is a TransitionObserver: a forced_open, forced_closed or reset
-// transition (made here, applied from the fleet or restored) marks the file
-// stale. The file is rewritten (CollectState + WriteStateFile, atomic) by
-// SaveIfStale(), which the Admin service calls after each override, before it
-// answers, and the maintenance loop calls for overrides applied from the
-// fleet; Save() writes unconditionally (shutdown).
+// It is a TransitionObserver: every transition that changes what the file
+// holds (an open, a close, an override, a reset; made here, applied from the
+// fleet or restored) marks the file stale. Open -> half-open does not: the
+// file keeps the cooldown end, from which half-open follows. The file is
+// rewritten (CollectState + WriteStateFile, atomic) by SaveIfStale(), which
+// the Admin service calls after each override, before it answers, and the
+// maintenance loop calls every second; Save() writes unconditionally
+// (shutdown).
 //
 // Thread-safety: every method is thread-safe; writes are serialized.
 #ifndef BREAKERD_SERVER_STATE_STATE_SAVER_H_
@@ -37,10 +39,10 @@ class StateSaver final : public TransitionObserver {
   StateSaver(const StateSaver&) = delete;
   StateSaver& operator=(const StateSaver&) = delete;
 
-  // Marks the file stale when t changes an override. Never does I/O.
+  // Marks the file stale when t changes what it holds. Never does I/O.
   void OnTransition(const Transition& t) override;
 
-  // Writes the file if an override changed since the last write. Returns
+  // Writes the file if it went stale since the last write. Returns
   // the breakers written, 0 when nothing was stale, or the write error (the
   // file is then still marked stale, so the next call tries again).
   absl::StatusOr<size_t> SaveIfStale() ABSL_LOCKS_EXCLUDED(write_mu_);

@@ -533,20 +533,45 @@ TEST_F(StateSaverTest, OverridesAppliedFromElsewhereAreWrittenToo) {
   EXPECT_EQ(saved[0].state, State::kForcedClosed);
 }
 
-TEST_F(StateSaverTest, TripsAloneDoNotRewriteTheFileSaveDoes) {
-  for (int i = 0; i < 2; ++i) {
+TEST_F(StateSaverTest, OpensAndHealsAreWrittenCooldownElapsingIsNot) {
+  auto call = [&](OutcomeClass c) {
     auto a = registry_.Acquire("llm/a", 0);
     ASSERT_TRUE(a.ok());
+    ASSERT_TRUE(a->allowed);
     ReportRequestFacts f;
-    f.outcome.explicit_class = static_cast<int>(OutcomeClass::kTimeout);
+    f.outcome.explicit_class = static_cast<int>(c);
     ASSERT_TRUE(registry_.Report("llm/a", a->permit, f).ok());
-  }
-  EXPECT_EQ(*saver_.SaveIfStale(), 0u);  // not an override
-  ASSERT_EQ(*saver_.Save(), 1u);         // shutdown writes everything
+  };
+  call(OutcomeClass::kTimeout);
+  EXPECT_EQ(*saver_.SaveIfStale(), 0u);  // one failure: nothing to save
+  call(OutcomeClass::kTimeout);          // trips
+  ASSERT_EQ(*saver_.SaveIfStale(), 1u);
   std::vector<SavedBreaker> saved = OnDisk();
   ASSERT_EQ(saved.size(), 1u);
   EXPECT_EQ(saved[0].state, State::kOpen);
   EXPECT_EQ(saved[0].open_until_unix_ms, absl::ToUnixMillis(wall_) + 10000);
+
+  // Half-open follows from the saved cooldown end: no rewrite.
+  clock_.Advance(Seconds(10));
+  wall_ += Seconds(10);
+  call(OutcomeClass::kSuccess);  // the probe: acquired at half-open, heals
+  // The heal is written: a crash now must not bring the outage back.
+  ASSERT_EQ(*saver_.SaveIfStale(), 0u);
+  EXPECT_TRUE(OnDisk().empty());
+}
+
+TEST_F(StateSaverTest, HalfOpenAloneDoesNotRewriteTheFile) {
+  for (int i = 0; i < 2; ++i) {
+    auto a = registry_.Acquire("llm/a", 0);
+    ReportRequestFacts f;
+    f.outcome.explicit_class = static_cast<int>(OutcomeClass::kTimeout);
+    ASSERT_TRUE(registry_.Report("llm/a", a->permit, f).ok());
+  }
+  ASSERT_TRUE(saver_.SaveIfStale().ok());
+  clock_.Advance(Seconds(10));
+  ASSERT_TRUE(registry_.Acquire("llm/a", 0)->probe);  // open -> half-open
+  EXPECT_EQ(*saver_.SaveIfStale(), 0u);
+  EXPECT_EQ(*saver_.Save(), 1u);  // shutdown writes whatever is there
 }
 
 TEST_F(StateSaverTest, AFailedWriteIsTriedAgain) {

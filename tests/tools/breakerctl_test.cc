@@ -390,6 +390,11 @@ TEST_F(BreakerctlTest, WatchPrintsTheInitialStateThenTransitions) {
   EXPECT_TRUE(watch.WaitForOutput(
       "b/healthy closed -> forced_open reason=forced_open gen=1", kCtlTimeout))
       << watch.out() << watch.err();
+  // Every line names the mode (a shadow breaker refuses nothing).
+  EXPECT_TRUE(
+      watch.WaitForOutput("gen=1 retry_after=0 mode=enforce", kCtlTimeout))
+      << watch.out();
+  EXPECT_TRUE(open.err.empty()) << open;  // no shadow note for enforce
 
   watch.Signal(SIGINT);  // Ctrl-C: the stream is cancelled, exit 0
   std::optional<int> code = watch.Wait(kCtlTimeout);

@@ -113,7 +113,8 @@ std::string FormatChange(const v1::StateChange& change,
       Timestamp(received_at), " ", change.dependency(), " ",
       StateName(change.previous()), " -> ", StateName(change.state()),
       " reason=", change.reason(), " gen=", change.generation(),
-      " retry_after=", FormatProtoDuration(change.retry_after()));
+      " retry_after=", FormatProtoDuration(change.retry_after()),
+      " mode=", change.mode().empty() ? "enforce" : change.mode());
 }
 
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {

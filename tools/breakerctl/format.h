@@ -32,7 +32,7 @@ std::string FormatStatus(const breakerd::v1::BreakerStatus& status);
 
 // One transition as one line (no newline):
 //   <received_at RFC 3339 UTC> <dependency> <previous> -> <state>
-//   reason=<reason> gen=<generation> retry_after=<duration>
+//   reason=<reason> gen=<generation> retry_after=<duration> mode=<mode>
 std::string FormatChange(const breakerd::v1::StateChange& change,
                          absl::Time received_at);
 

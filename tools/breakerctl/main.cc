@@ -80,6 +80,7 @@ Commands:
   watch [DEP...]       the current state, then every transition as it happens
                        (all dependencies if none named); Ctrl-C to stop
   force-open DEP       refuse every call to DEP until force-close or reset
+                       (a shadow-mode DEP is only marked: calls still go)
   force-close DEP      allow every call to DEP until force-open or reset
   reset DEP            back to plain closed, counters and escalation cleared
   simulate --config=POLICY.yaml --trace=OUTCOMES.jsonl
@@ -348,6 +349,12 @@ int Admin(v1::Admin::Stub* stub, const std::string& command,
     status = stub->Reset(&ctx, request, &response);
   }
   if (!status.ok()) return RpcError(status);
+  if (command == "force-open" && response.status().mode() == "shadow") {
+    std::cerr << "breakerctl: note: " << dependency
+              << " is in shadow mode: the override is recorded but every call "
+                 "is still allowed (switch its policy to mode: enforce to "
+                 "refuse calls)\n";
+  }
   return Print(response.status(), FormatStatus);
 }
 
