@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -21,6 +22,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
@@ -182,11 +184,12 @@ class FleetTest : public ::testing::Test {
     ASSERT_TRUE(redis_->Start());
   }
 
-  // Starts sidecar i (0-based) on the fleet's Redis and waits until it has
-  // joined (breakerd_fleet_connected 1).
-  void StartSidecar(std::vector<std::string> extra = {}) {
+  // Starts sidecar i (0-based) on the fleet's Redis with `config` and waits
+  // until it has joined (breakerd_fleet_connected 1).
+  void StartSidecar(std::vector<std::string> extra = {},
+                    absl::string_view config = kConfig) {
     auto proc = std::make_unique<BreakerdProcess>();
-    extra.push_back("--config=" + proc->WriteFile("config.yaml", kConfig));
+    extra.push_back("--config=" + proc->WriteFile("config.yaml", config));
     extra.push_back("--redis=" + redis_->address());
     ASSERT_TRUE(proc->Start(extra));
     BreakerdProcess* p = proc.get();
@@ -384,6 +387,108 @@ TEST_F(FleetTest, RedisDiesUnderLoadSidecarsBreakLocallyThenRejoin) {
   EXPECT_TRUE(WaitUntil([&] {
     return StateOf(stubs_[2].get(), "long/after-rejoin") == v1::STATE_OPEN;
   }));
+}
+
+// kConfig with "trial/*" in shadow mode (30 s cooldowns): what sidecar A
+// runs while an operator tries that policy on one pod first.
+constexpr char kShadowTrialConfig[] = R"(
+defaults:
+  consecutive_failures: 5
+  failure_rate: { threshold: 0 }
+  cooldown: { base: 1s, max: 4s, jitter: 0 }
+  probe: { lease: 1s }
+policies:
+  - match: "trial/*"
+    mode: shadow
+    cooldown: { base: 30s, max: 60s, jitter: 0 }
+  - match: "long/*"
+    cooldown: { base: 30s, max: 60s, jitter: 0 }
+  - match: "lease/*"
+    probe: { lease: 10s }
+)";
+
+constexpr char kFleetAdminToken[] = "fleet-admin-token-61e0";
+
+grpc::Status ForceOpen(BreakerdProcess* p, const std::string& dep,
+                       v1::AdminResponse* response) {
+  auto admin = p->AdminStub();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  ctx.AddMetadata("authorization", BearerToken(kFleetAdminToken));
+  v1::ForceOpenRequest req;
+  req.set_dependency(dep);
+  return admin->ForceOpen(&ctx, req, response);
+}
+
+// Sidecar A tries "trial/*" in shadow mode, sidecar B enforces it. A's
+// shadow trip stays A's: B keeps allowing for twice as long as the other
+// tests give an open to arrive. A's enforcing trip of another dependency
+// does reach B (the fleet works), and so does an operator's ForceOpen on A's
+// shadow breaker: operator decisions are fleet-wide.
+TEST_F(FleetTest, ShadowTripStaysLocalWhileEnforcedTripsAndOverridesPropagate) {
+  const std::string token = scratch_.WriteFile("admin-token", kFleetAdminToken);
+  StartSidecar({"--admin-token-file=" + token}, kShadowTrialConfig);  // A
+  StartSidecar();                                                     // B
+  v1::Breaker::Stub* a = stubs_[0].get();
+  v1::Breaker::Stub* b = stubs_[1].get();
+  const std::string shadow_dep = "trial/provider";
+  const std::string enforced_dep = "long/provider";
+  // B has used both dependencies and seen no failure.
+  for (const std::string& dep : {shadow_dep, enforced_dep}) {
+    Acquired got = Acquire(b, dep);
+    ASSERT_TRUE(got.status.ok() && got.response.allowed()) << dep;
+    ASSERT_TRUE(
+        Report(b, dep, got.response.permit(), v1::OUTCOME_SUCCESS).ok());
+  }
+
+  // The control: an enforcing trip on A reaches B.
+  Trip(0, enforced_dep);
+  EXPECT_TRUE(WaitUntil([&] {
+    Acquired got = Acquire(b, enforced_dep);
+    return got.status.ok() && !got.response.allowed();
+  })) << "an enforcing open on A did not reach B";
+
+  // A's shadow breaker opens and still allows.
+  Trip(0, shadow_dep);
+  std::optional<v1::BreakerStatus> on_a = GetState(a, shadow_dep);
+  ASSERT_TRUE(on_a.has_value());
+  EXPECT_EQ(on_a->state(), v1::STATE_OPEN);
+  EXPECT_EQ(on_a->mode(), "shadow");
+  Acquired shadow_acquire = Acquire(a, shadow_dep);
+  ASSERT_TRUE(shadow_acquire.status.ok());
+  EXPECT_TRUE(shadow_acquire.response.allowed()) << "shadow mode never refuses";
+
+  // B never refuses it.
+  const absl::Time tripped = absl::Now();
+  int polls = 0;
+  while (absl::Now() < tripped + absl::Seconds(1)) {
+    Acquired got = Acquire(b, shadow_dep);
+    ASSERT_TRUE(got.status.ok());
+    ASSERT_TRUE(got.response.allowed())
+        << "B refuses " << absl::FormatDuration(absl::Now() - tripped)
+        << " after A's shadow trip: " << got.response.DebugString();
+    ASSERT_TRUE(
+        Report(b, shadow_dep, got.response.permit(), v1::OUTCOME_SUCCESS).ok());
+    ++polls;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GT(polls, 10);
+  std::optional<v1::BreakerStatus> on_b = GetState(b, shadow_dep);
+  ASSERT_TRUE(on_b.has_value());
+  EXPECT_EQ(on_b->state(), v1::STATE_CLOSED);
+  EXPECT_EQ(on_b->mode(), "enforce");
+
+  // An operator's ForceOpen on A's shadow breaker is enforced everywhere.
+  v1::AdminResponse forced;
+  grpc::Status s = ForceOpen(sidecars_[0].get(), shadow_dep, &forced);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(forced.status().state(), v1::STATE_FORCED_OPEN);
+  EXPECT_TRUE(WaitUntil([&] {
+    Acquired got = Acquire(b, shadow_dep);
+    return got.status.ok() && !got.response.allowed() &&
+           got.response.reason() == v1::REJECT_REASON_FORCED_OPEN;
+  })) << "A's ForceOpen did not reach B";
+  EXPECT_EQ(StateOf(b, shadow_dep), v1::STATE_FORCED_OPEN);
 }
 
 // A port for a Redis Cluster node: its bus port (port + 10000) must be a

@@ -1,8 +1,10 @@
 // Fault tests against the real breakerd binary: what happens when the world
 // around the sidecar misbehaves. A client dies holding the probe; SIGTERM
-// arrives under load; the metrics port or the unix socket's directory is
-// unusable; the config file is replaced by garbage, truncated or deleted
-// while running; a Watch client stops reading.
+// arrives under load; the process crashes right after an operator override;
+// the metrics port or the unix socket's directory is unusable; a flag is
+// unknown; the config file is replaced by garbage, truncated or deleted while
+// running, or is invalid at start; a Watch client stops reading; Reports race
+// Admin calls under open Watch streams.
 //
 // Time-based rules use short configured leases with jitter 0; every wait is
 // a bounded poll.
@@ -10,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -21,17 +24,22 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
@@ -351,6 +359,124 @@ TEST_F(FaultE2eTest, SigtermUnderLoadAnswersEveryCallItTook) {
   }
 }
 
+// --- a crash after an override -----------------------------------------------
+
+// Starts `proc` with the admin token and `state_file`.
+::testing::AssertionResult StartWithStateFile(BreakerdProcess& proc,
+                                              const std::string& state_file) {
+  return proc.Start(
+      {"--admin-token-file=" + proc.WriteFile("admin-token", kAdminToken),
+       "--state-file=" + state_file});
+}
+
+// Kills `proc` with SIGKILL (no shutdown, no state written) and reaps it.
+::testing::AssertionResult Crash(BreakerdProcess& proc) {
+  if (!proc.Signal(SIGKILL)) {
+    return ::testing::AssertionFailure() << "cannot send SIGKILL";
+  }
+  std::optional<int> code = proc.WaitExit(absl::Seconds(10));
+  if (code != 128 + SIGKILL) {
+    return ::testing::AssertionFailure()
+           << "exit code " << code.value_or(-1) << " after SIGKILL";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The breakers ListStates returns in a forced state, as "name state".
+std::vector<std::string> ForcedBreakers(v1::Breaker::Stub* stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + kRpcTimeout));
+  v1::ListStatesResponse list;
+  grpc::Status status = stub->ListStates(&ctx, v1::ListStatesRequest(), &list);
+  EXPECT_TRUE(status.ok()) << Describe(status);
+  std::vector<std::string> forced;
+  for (const v1::BreakerStatus& b : list.breakers()) {
+    if (b.state() == v1::STATE_FORCED_OPEN ||
+        b.state() == v1::STATE_FORCED_CLOSED) {
+      forced.push_back(
+          absl::StrCat(b.dependency(), " ", v1::State_Name(b.state())));
+    }
+  }
+  return forced;
+}
+
+// The runbook's sequence: force-open, SIGTERM (the state file holds the
+// override), restart, reset, crash, restart. The reset was written when it
+// was made, so the override does not come back.
+TEST(OverrideCrashE2eTest, ResetOverrideStaysResetAfterACrash) {
+  BreakerdProcess scratch;  // only for its temporary directory
+  const std::string state = scratch.dir() + "/state";
+  const std::string dep = "search/api";
+  const std::string bearer = BearerToken(kAdminToken);
+  {
+    BreakerdProcess first;
+    ASSERT_TRUE(StartWithStateFile(first, state));
+    auto admin = first.AdminStub();
+    Result<v1::AdminResponse> forced =
+        Admin(admin.get(), AdminOp::kForceOpen, dep, bearer);
+    ASSERT_TRUE(forced.status.ok()) << Describe(forced.status);
+    ASSERT_TRUE(first.Signal(SIGTERM));
+    ASSERT_EQ(first.WaitExit(absl::Seconds(15)), 0) << first.Log();
+  }
+  {
+    BreakerdProcess second;
+    ASSERT_TRUE(StartWithStateFile(second, state));
+    auto stub = second.BreakerStub();
+    ASSERT_EQ(GetState(stub.get(), dep).response.state(), v1::STATE_FORCED_OPEN)
+        << "the override written at SIGTERM is read back";
+    auto admin = second.AdminStub();
+    Result<v1::AdminResponse> reset =
+        Admin(admin.get(), AdminOp::kReset, dep, bearer);
+    ASSERT_TRUE(reset.status.ok()) << Describe(reset.status);
+    ASSERT_EQ(reset.response.status().state(), v1::STATE_CLOSED);
+    ASSERT_TRUE(Crash(second)) << second.Log();
+  }
+  BreakerdProcess third;
+  ASSERT_TRUE(StartWithStateFile(third, state));
+  auto stub = third.BreakerStub();
+  Result<v1::BreakerStatus> s = GetState(stub.get(), dep);
+  if (s.status.ok()) {
+    EXPECT_EQ(s.response.state(), v1::STATE_CLOSED)
+        << "the reset override came back: " << s.response.DebugString();
+  } else {
+    EXPECT_EQ(s.status.error_code(), grpc::StatusCode::NOT_FOUND)
+        << Describe(s.status);
+  }
+  EXPECT_EQ(ForcedBreakers(stub.get()), std::vector<std::string>());
+  Result<v1::AcquireResponse> a = Acquire(stub.get(), dep);
+  ASSERT_TRUE(a.status.ok()) << Describe(a.status);
+  EXPECT_TRUE(a.response.allowed()) << a.response.DebugString();
+}
+
+// An override is on disk before the Admin call answers: a crash right after
+// it (no SIGTERM, no time for a background write) keeps it.
+TEST(OverrideCrashE2eTest, ForceOpenSurvivesACrashRightAfterTheAnswer) {
+  BreakerdProcess scratch;  // only for its temporary directory
+  const std::string state = scratch.dir() + "/state";
+  const std::string dep = "search/api";
+  {
+    BreakerdProcess first;
+    ASSERT_TRUE(StartWithStateFile(first, state));
+    auto admin = first.AdminStub();
+    Result<v1::AdminResponse> forced =
+        Admin(admin.get(), AdminOp::kForceOpen, dep, BearerToken(kAdminToken));
+    ASSERT_TRUE(forced.status.ok()) << Describe(forced.status);
+    ASSERT_TRUE(Crash(first)) << first.Log();
+  }
+  BreakerdProcess again;
+  ASSERT_TRUE(StartWithStateFile(again, state));
+  auto stub = again.BreakerStub();
+  Result<v1::BreakerStatus> s = GetState(stub.get(), dep);
+  ASSERT_TRUE(s.status.ok())
+      << "the override was lost in the crash: " << Describe(s.status) << "\n"
+      << again.Log();
+  EXPECT_EQ(s.response.state(), v1::STATE_FORCED_OPEN);
+  Result<v1::AcquireResponse> a = Acquire(stub.get(), dep);
+  ASSERT_TRUE(a.status.ok()) << Describe(a.status);
+  EXPECT_FALSE(a.response.allowed());
+  EXPECT_EQ(a.response.reason(), v1::REJECT_REASON_FORCED_OPEN);
+}
+
 // --- startup failures --------------------------------------------------------
 
 // A metrics port someone else holds: a clear error naming it, and exit 1
@@ -436,6 +562,27 @@ TEST_F(FaultE2eTest, UnixSocketInUnwritableDirectoryExitsNonZero) {
   EXPECT_TRUE(absl::StrContains(error, "listen " + address)) << log;
   EXPECT_TRUE(absl::StrContains(error, "permission denied")) << log;
   EXPECT_FALSE(socket_left);
+}
+
+// An unknown flag and a flag with a bad value are bad flags: exit 2, as
+// --help says, with a log line naming the flag (Abseil's own parser would
+// exit 1).
+TEST(FlagsE2eTest, UnknownFlagAndBadFlagValueExitTwoNamingTheFlag) {
+  for (const auto& [flag, named] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"--no-such-flag", "--no-such-flag"},
+           {"--redis-db=abc", "--redis-db"}}) {
+    SCOPED_TRACE(flag);
+    BreakerdProcess proc;
+    StartupFailure f = ExpectStartupFailure(proc, {flag});
+    ASSERT_TRUE(f.exit_code.has_value()) << "still running; log:\n" << f.log;
+    EXPECT_EQ(*f.exit_code, 2) << f.log;
+    const std::string error =
+        LogLinesWith(f.log, "\"event\":\"startup_failed\"");
+    EXPECT_TRUE(absl::StrContains(error, named))
+        << "the log line should name " << named << ":\n"
+        << f.log;
+  }
 }
 
 // --- the config file goes bad while running ----------------------------------
@@ -563,6 +710,242 @@ TEST_F(ConfigFaultTest, TruncationToZeroBytesKeepsTheOldConfig) {
   ASSERT_EQ(PolicyOfNewBreaker("svc/before"), "svc/*");
   ASSERT_EQ(truncate(config_.c_str(), 0), 0) << std::strerror(errno);
   ExpectRefused("truncated to 0 bytes", "empty");
+}
+
+// --- an invalid config at start ----------------------------------------------
+
+// kGoodConfig with a typo in a key: one error.
+constexpr char kTypoConfig[] = R"(defaults:
+  failure_rate: { threshold: 0 }
+  cooldown: { base: 60s, jitter: 0 }
+policies:
+  - match: "svc/*"
+    consecutive_failure: 2
+)";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+
+std::string LastGoodConfigPath(const std::string& state_file) {
+  return state_file + ".last-good-config";
+}
+
+std::optional<double> ConfigValid(const BreakerdProcess& proc) {
+  return MetricValue(proc, "breakerd_config_valid");
+}
+
+// Acquires `dependency` (creating its breaker) and returns the policy it
+// got.
+std::string PolicyOf(v1::Breaker::Stub* stub, const std::string& dependency) {
+  Result<v1::AcquireResponse> a = Acquire(stub, dependency);
+  EXPECT_TRUE(a.status.ok()) << Describe(a.status);
+  Result<v1::BreakerStatus> s = GetState(stub, dependency);
+  EXPECT_TRUE(s.status.ok()) << Describe(s.status);
+  return s.response.policy();
+}
+
+// Reports `n` timeouts on `dependency`; each Acquire must be allowed.
+void ReportTimeouts(v1::Breaker::Stub* stub, const std::string& dependency,
+                    int n) {
+  for (int i = 0; i < n; ++i) {
+    Result<v1::AcquireResponse> a = Acquire(stub, dependency);
+    ASSERT_TRUE(a.status.ok()) << Describe(a.status);
+    ASSERT_TRUE(a.response.allowed()) << a.response.DebugString();
+    ASSERT_TRUE(
+        Report(stub, dependency, a.response.permit(), v1::OUTCOME_TIMEOUT)
+            .status.ok());
+  }
+}
+
+// A ConfigMap typo reaches a pod that starts after an earlier one ran on the
+// good file: the pod serves on the last good config kept beside the state
+// file, and says so (log line, breakerd_config_valid 0).
+TEST(ConfigSafetyE2eTest, InvalidConfigAtStartServesOnTheLastGoodConfig) {
+  BreakerdProcess scratch;  // only for its temporary directory
+  const std::string state = scratch.dir() + "/state";
+  const std::string last_good = LastGoodConfigPath(state);
+  const std::string config = scratch.WriteFile("config.yaml", kGoodConfig);
+  {
+    BreakerdProcess earlier;
+    ASSERT_TRUE(earlier.Start({"--config=" + config, "--state-file=" + state}));
+    EXPECT_EQ(ConfigValid(earlier), 1);
+    ASSERT_TRUE(earlier.Signal(SIGTERM));
+    ASSERT_EQ(earlier.WaitExit(absl::Seconds(15)), 0) << earlier.Log();
+  }
+  ASSERT_EQ(ReadFile(last_good), kGoodConfig)
+      << "the earlier run did not keep its config beside the state file";
+
+  scratch.WriteFile("config.yaml", kTypoConfig);
+  BreakerdProcess proc;
+  ASSERT_TRUE(proc.Start({"--config=" + config, "--state-file=" + state}));
+  EXPECT_EQ(ConfigValid(proc), 0);
+  const std::string log = proc.Log();
+  EXPECT_TRUE(
+      absl::StrContains(LogLinesWith(log, "\"event\":\"config_rejected\""),
+                        "consecutive_failure"))
+      << "the refusal should name the bad key:\n"
+      << log;
+  const std::string fallback =
+      LogLinesWith(log, "\"event\":\"config_fallback\"");
+  EXPECT_TRUE(absl::StrContains(fallback, last_good))
+      << "the fallback should name the last good config " << last_good << ":\n"
+      << log;
+
+  // The last good policy is in force: svc/* trips at 2 (the defaults need 5).
+  auto stub = proc.BreakerStub();
+  const std::string dep = "svc/checkout";
+  ReportTimeouts(stub.get(), dep, 2);
+  Result<v1::BreakerStatus> s = GetState(stub.get(), dep);
+  ASSERT_TRUE(s.status.ok()) << Describe(s.status);
+  EXPECT_EQ(s.response.state(), v1::STATE_OPEN);
+  EXPECT_EQ(s.response.policy(), "svc/*");
+  // The invalid file is not kept as the last good one.
+  EXPECT_EQ(ReadFile(last_good), kGoodConfig);
+}
+
+// The same typo with no last good config: the embedded defaults, loudly.
+TEST(ConfigSafetyE2eTest, InvalidConfigWithNoLastGoodServesOnTheDefaults) {
+  BreakerdProcess proc;
+  const std::string state = proc.dir() + "/state";
+  const std::string config = proc.WriteFile("config.yaml", kTypoConfig);
+  ASSERT_TRUE(proc.Start({"--config=" + config, "--state-file=" + state}));
+  EXPECT_EQ(ConfigValid(proc), 0);
+  EXPECT_TRUE(absl::StrContains(
+      LogLinesWith(proc.Log(), "\"event\":\"config_fallback\""),
+      "embedded defaults"))
+      << proc.Log();
+
+  auto stub = proc.BreakerStub();
+  const std::string dep = "svc/checkout";
+  EXPECT_EQ(PolicyOf(stub.get(), dep), "defaults");
+  ReportTimeouts(stub.get(), dep, 2);
+  EXPECT_EQ(GetState(stub.get(), dep).response.state(), v1::STATE_CLOSED)
+      << "the defaults open at 5 consecutive failures, not 2";
+  EXPECT_FALSE(std::filesystem::exists(LastGoodConfigPath(state)))
+      << "an invalid file must not become the last good config";
+}
+
+// --strict-config: an invalid file stops the start instead.
+TEST(ConfigSafetyE2eTest, StrictConfigExitsTwoOnAnInvalidConfig) {
+  BreakerdProcess proc;
+  const std::string config = proc.WriteFile("config.yaml", kTypoConfig);
+  StartupFailure f =
+      ExpectStartupFailure(proc, {"--config=" + config, "--strict-config"});
+  ASSERT_TRUE(f.exit_code.has_value()) << "still running; log:\n" << f.log;
+  EXPECT_EQ(*f.exit_code, 2) << f.log;
+  EXPECT_TRUE(
+      absl::StrContains(LogLinesWith(f.log, "\"event\":\"config_rejected\""),
+                        "consecutive_failure"))
+      << f.log;
+  EXPECT_FALSE(absl::StrContains(f.log, "\"event\":\"serving\"")) << f.log;
+}
+
+// Started on an invalid file, breakerd takes the fixed file at the next poll
+// (valid again, kept as the last good config); a bad file later is refused,
+// counted, and makes it invalid again while the good config stays in force.
+TEST(ConfigSafetyE2eTest, FixedConfigIsValidAgainAndABadReloadIsInvalid) {
+  BreakerdProcess proc;
+  const std::string state = proc.dir() + "/state";
+  const std::string last_good = LastGoodConfigPath(state);
+  const std::string config = proc.WriteFile("config.yaml", kTypoConfig);
+  ASSERT_TRUE(proc.Start({"--config=" + config, "--state-file=" + state,
+                          "--config-poll-interval=100ms"}));
+  auto stub = proc.BreakerStub();
+  EXPECT_EQ(ConfigValid(proc), 0);
+  EXPECT_EQ(PolicyOf(stub.get(), "svc/before"), "defaults");
+
+  proc.WriteFile("config.yaml", kGoodConfig);
+  ASSERT_TRUE(WaitUntil([&] { return ConfigValid(proc) == 1; }))
+      << "the fixed file was not taken:\n"
+      << proc.Log();
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(last_good) == kGoodConfig; }))
+      << "the fixed file was not kept as the last good config";
+  EXPECT_EQ(PolicyOf(stub.get(), "svc/after-fix"), "svc/*");
+  EXPECT_EQ(GetState(stub.get(), "svc/before").response.policy(), "svc/*")
+      << "a reload re-applies policies to existing breakers";
+
+  const double failures_before =
+      MetricValue(proc, "breakerd_config_reloads_total{result=\"failure\"}")
+          .value_or(-1);
+  ASSERT_GE(failures_before, 0);
+  proc.WriteFile("config.yaml", R"(defaults:
+  cooldown: { base: 0s }
+)");
+  ASSERT_TRUE(WaitUntil([&] { return ConfigValid(proc) == 0; }))
+      << "the bad file did not make the config invalid:\n"
+      << proc.Log();
+  EXPECT_GT(
+      MetricValue(proc, "breakerd_config_reloads_total{result=\"failure\"}")
+          .value_or(-1),
+      failures_before);
+  EXPECT_EQ(PolicyOf(stub.get(), "svc/after-bad"), "svc/*")
+      << "the good config stays in force";
+  EXPECT_EQ(ReadFile(last_good), kGoodConfig);
+}
+
+// Runs `breakerd args...` to completion (bounded); returns its exit code
+// (nullopt if it did not finish) and everything it printed.
+std::optional<int> RunBreakerd(const std::vector<std::string>& args,
+                               const std::string& log_path,
+                               std::string* output) {
+  std::vector<std::string> argv = {BREAKERD_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_t pid = -1;
+  if (SpawnLogged(argv, log_path, &pid) != 0) return std::nullopt;
+  std::optional<int> code = WaitChild(pid, absl::Seconds(10));
+  *output = ReadFile(log_path);
+  return code;
+}
+
+// `breakerd --check-config FILE`, for CI before a ConfigMap ships: every
+// error on a line of its own (FILE:LINE: key: rule), exit 2; a valid file
+// exits 0. Nothing is started.
+TEST(ConfigSafetyE2eTest, CheckConfigListsEveryErrorAndExitsTwo) {
+  BreakerdProcess scratch;  // only for its temporary directory
+  const std::string bad = scratch.WriteFile("bad.yaml", R"(defaults:
+  mode: sideways
+  cooldown: { base: 60s, jitter: 0 }
+policies:
+  - match: "svc/*"
+    consecutive_failure: 2
+limits: { max_breakers: 0 }
+)");
+  std::string output;
+  std::optional<int> code = RunBreakerd(
+      {"--check-config", bad}, scratch.dir() + "/check-bad.log", &output);
+  ASSERT_TRUE(code.has_value()) << "did not exit:\n" << output;
+  EXPECT_EQ(*code, 2) << output;
+  std::vector<std::string> errors;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (absl::StartsWith(line, bad + ":") &&
+        !absl::StartsWith(line, bad + ": ")) {
+      errors.emplace_back(line);
+    }
+  }
+  const std::vector<std::string> want_prefixes = {
+      bad + ":2: defaults.mode: ",
+      bad + ":6: policies[0].consecutive_failure: ",
+      bad + ":7: limits.max_breakers: ",
+  };
+  ASSERT_EQ(errors.size(), want_prefixes.size()) << output;
+  for (size_t i = 0; i < errors.size(); ++i) {
+    EXPECT_TRUE(absl::StartsWith(errors[i], want_prefixes[i]))
+        << "error " << i << ": " << errors[i];
+    EXPECT_GT(errors[i].size(), want_prefixes[i].size())
+        << "error " << i << " names no rule: " << errors[i];
+  }
+  EXPECT_FALSE(absl::StrContains(output, "\"event\":\"serving\"")) << output;
+
+  const std::string good = scratch.WriteFile("good.yaml", kGoodConfig);
+  code = RunBreakerd({"--check-config", good},
+                     scratch.dir() + "/check-good.log", &output);
+  ASSERT_TRUE(code.has_value()) << "did not exit:\n" << output;
+  EXPECT_EQ(*code, 0) << output;
+  EXPECT_TRUE(absl::StrContains(output, good)) << output;
+  EXPECT_FALSE(absl::StrContains(output, "\"event\":\"serving\"")) << output;
 }
 
 // --- a Watch client that never reads -----------------------------------------
@@ -699,6 +1082,347 @@ TEST_F(FaultE2eTest, WatchClientsThatNeverReadAreCutOffAndMemoryStaysBounded) {
   ASSERT_EQ(seen.size(), want);
   for (size_t i = 1; i < seen.size(); ++i) {
     ASSERT_EQ(seen[i].generation(), seen[i - 1].generation() + 1) << i;
+  }
+}
+
+// --- Watch order under racing transitions ------------------------------------
+
+// A Watch stream read on a thread of its own, on its own connection: every
+// event is kept in the order it arrived.
+class WatchRecorder {
+ public:
+  WatchRecorder(std::shared_ptr<grpc::Channel> channel,
+                const std::vector<std::string>& names)
+      : stub_(v1::Breaker::NewStub(std::move(channel))),
+        call_(StartWatch(stub_.get(), names, absl::Seconds(120))),
+        thread_([this] { Read(); }) {}
+
+  ~WatchRecorder() {
+    call_->ctx.TryCancel();
+    thread_.join();
+  }
+
+  WatchRecorder(const WatchRecorder&) = delete;
+  WatchRecorder& operator=(const WatchRecorder&) = delete;
+
+  std::vector<v1::StateChange> events() const {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+
+  // Waits until at least `n` events have arrived.
+  bool WaitForEvents(size_t n,
+                     absl::Duration timeout = absl::Seconds(5)) const {
+    return WaitUntil(
+        [&] {
+          absl::MutexLock lock(&mu_);
+          return events_.size() >= n;
+        },
+        timeout);
+  }
+
+  // How the stream ended; nullopt while it is open.
+  std::optional<grpc::Status> end() const {
+    absl::MutexLock lock(&mu_);
+    return end_;
+  }
+
+ private:
+  void Read() {
+    v1::StateChange change;
+    while (call_->reader->Read(&change)) {
+      absl::MutexLock lock(&mu_);
+      events_.push_back(change);
+    }
+    grpc::Status status = call_->reader->Finish();
+    absl::MutexLock lock(&mu_);
+    end_ = std::move(status);
+  }
+
+  std::unique_ptr<v1::Breaker::Stub> stub_;
+  std::unique_ptr<WatchCall> call_;
+  mutable absl::Mutex mu_;
+  std::vector<v1::StateChange> events_ ABSL_GUARDED_BY(mu_);
+  std::optional<grpc::Status> end_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+// What one stream showed: each dependency's last event, and every place a
+// dependency's generation went back.
+struct StreamOrder {
+  std::map<std::string, v1::StateChange> last;
+  std::vector<std::string> backwards;
+};
+
+StreamOrder OrderOf(const std::vector<v1::StateChange>& events) {
+  StreamOrder order;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const v1::StateChange& e = events[i];
+    auto it = order.last.find(e.dependency());
+    if (it != order.last.end() && e.generation() < it->second.generation()) {
+      order.backwards.push_back(absl::StrCat(
+          "event ", i, ": ", e.dependency(), " generation ",
+          it->second.generation(), " (", v1::State_Name(it->second.state()),
+          ") then ", e.generation(), " (", v1::State_Name(e.state()), ")"));
+    }
+    order.last[e.dependency()] = e;
+  }
+  return order;
+}
+
+// True if a watcher holding `event` agrees with the server's `status`: the
+// same generation and state. HALF_OPEN is derived from the clock, so an OPEN
+// event whose cooldown has since run out agrees with HALF_OPEN at the same
+// generation (the client derives it from retry_after).
+bool Agrees(const v1::StateChange& event, const v1::BreakerStatus& status) {
+  if (event.generation() != status.generation()) return false;
+  if (event.state() == status.state()) return true;
+  return event.state() == v1::STATE_OPEN &&
+         status.state() == v1::STATE_HALF_OPEN;
+}
+
+// Reporters trip breakers (2 failures, 20 ms cooldowns, failed probes) while
+// operators force them open, closed and reset them, all on the same three
+// dependencies and on connections of their own, with three Watch streams
+// open throughout (all dependencies, and two with names). On every stream a
+// dependency's generation never goes back, and once the racing stops each
+// stream's last event for each dependency agrees with GetState: a watcher
+// never keeps refusing a breaker the server has closed.
+TEST_F(FaultE2eTest, WatchStreamsKeepEachBreakersOrderWhileReportsRaceAdmin) {
+  constexpr int kTransitions = 900;
+  constexpr absl::Duration kMaxRacing = absl::Seconds(8);
+  constexpr int kReporters = 4;
+  constexpr int kOperators = 2;
+  const std::string config = proc_.WriteFile("config.yaml", R"(defaults:
+  consecutive_failures: 2
+  failure_rate: { threshold: 0 }
+  cooldown: { base: 20ms, max: 20ms, jitter: 0 }
+  probe: { lease: 1s }
+)");
+  ASSERT_TRUE(proc_.Start({"--config=" + config,
+                           "--admin-token-file=" + WriteAdminToken(),
+                           "--watch-queue=100000"}));
+  const std::vector<std::string> deps = {"race/a", "race/b", "race/c"};
+  auto stub = proc_.BreakerStub();
+  for (const std::string& dep : deps) {
+    ASSERT_TRUE(Acquire(stub.get(), dep).response.allowed());
+  }
+
+  std::vector<std::unique_ptr<WatchRecorder>> streams;
+  const std::vector<std::vector<std::string>> stream_names = {
+      {}, {"race/a", "race/b", "race/c"}, {"race/b"}};
+  for (size_t i = 0; i < stream_names.size(); ++i) {
+    streams.push_back(std::make_unique<WatchRecorder>(
+        proc_.Channel(static_cast<int>(i)), stream_names[i]));
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const size_t initial =
+        stream_names[i].empty() ? deps.size() : stream_names[i].size();
+    ASSERT_TRUE(streams[i]->WaitForEvents(initial))
+        << "stream " << i << " did not send its initial states";
+  }
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> rpc_errors{0};
+  std::vector<std::thread> racers;
+  struct StopRacers {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~StopRacers() {
+      stop.store(true);
+      for (std::thread& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } stop_racers{stop, racers};
+  for (int r = 0; r < kReporters; ++r) {
+    racers.emplace_back([&, r] {
+      auto racer = v1::Breaker::NewStub(proc_.Channel(10 + r));
+      for (size_t n = r; !stop.load(); ++n) {
+        const std::string& dep = deps[n % deps.size()];
+        Result<v1::AcquireResponse> a = Acquire(racer.get(), dep);
+        if (!a.status.ok()) {
+          rpc_errors.fetch_add(1);
+          continue;
+        }
+        if (!a.response.allowed()) continue;
+        if (!Report(racer.get(), dep, a.response.permit(), v1::OUTCOME_TIMEOUT)
+                 .status.ok()) {
+          rpc_errors.fetch_add(1);
+        }
+      }
+    });
+  }
+  const std::string bearer = BearerToken(kAdminToken);
+  for (int o = 0; o < kOperators; ++o) {
+    racers.emplace_back([&, o] {
+      auto admin = v1::Admin::NewStub(proc_.Channel(20 + o));
+      std::mt19937 random(1234 + o);
+      while (!stop.load()) {
+        const std::string& dep = deps[random() % deps.size()];
+        // Mostly resets, so the reporters keep tripping what was reset.
+        const uint32_t pick = random() % 4;
+        const AdminOp op = pick == 0   ? AdminOp::kForceOpen
+                           : pick == 1 ? AdminOp::kForceClose
+                                       : AdminOp::kReset;
+        if (!Admin(admin.get(), op, dep, bearer).status.ok()) {
+          rpc_errors.fetch_add(1);
+        }
+      }
+    });
+  }
+  const absl::Time started = absl::Now();
+  const size_t enough = deps.size() + kTransitions;
+  WaitUntil([&] { return streams[0]->events().size() >= enough; }, kMaxRacing);
+  stop.store(true);
+  for (std::thread& t : racers) t.join();
+  const absl::Duration raced = absl::Now() - started;
+  EXPECT_EQ(rpc_errors.load(), 0);
+
+  // Whether stream i asked for `dep` (no names: all).
+  auto watches = [&](size_t i, const std::string& dep) {
+    const std::vector<std::string>& names = stream_names[i];
+    return names.empty() ||
+           std::find(names.begin(), names.end(), dep) != names.end();
+  };
+  // Quiet now: wait (bounded) until every stream has caught up with the
+  // server's generation of every dependency.
+  std::map<std::string, v1::BreakerStatus> server;
+  auto caught_up = [&] {
+    for (const std::string& dep : deps) {
+      Result<v1::BreakerStatus> s = GetState(stub.get(), dep);
+      if (!s.status.ok()) return false;
+      server[dep] = s.response;
+    }
+    for (size_t i = 0; i < streams.size(); ++i) {
+      StreamOrder order = OrderOf(streams[i]->events());
+      for (const std::string& dep : deps) {
+        if (!watches(i, dep)) continue;
+        auto it = order.last.find(dep);
+        if (it == order.last.end() ||
+            it->second.generation() < server[dep].generation()) {
+          return false;
+        }
+      }
+    }
+    return true;
+  };
+  WaitUntil(caught_up, absl::Seconds(5));
+
+  const std::vector<v1::StateChange> all = streams[0]->events();
+  const size_t transitions = all.size() - deps.size();
+  std::map<std::string, int> by_reason;
+  for (size_t i = deps.size(); i < all.size(); ++i)
+    ++by_reason[all[i].reason()];
+  std::cout << "[ figures  ] " << transitions << " transitions in " << raced
+            << ": " << absl::StrJoin(by_reason, ", ", absl::PairFormatter(" "))
+            << "\n";
+  EXPECT_GE(transitions, 300u) << "too few transitions to show anything";
+  for (size_t i = 0; i < streams.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat(
+        "stream ", i, " (",
+        stream_names[i].empty() ? "all" : absl::StrJoin(stream_names[i], ","),
+        ")"));
+    EXPECT_FALSE(streams[i]->end().has_value())
+        << "the stream ended: " << Describe(*streams[i]->end());
+    StreamOrder order = OrderOf(streams[i]->events());
+    EXPECT_EQ(order.backwards.size(), 0u)
+        << "generations went back:\n"
+        << absl::StrJoin(order.backwards, "\n");
+    for (const std::string& dep : deps) {
+      if (!watches(i, dep)) {
+        EXPECT_EQ(order.last.count(dep), 0u) << dep << " was not asked for";
+        continue;
+      }
+      auto it = order.last.find(dep);
+      ASSERT_NE(it, order.last.end()) << dep;
+      EXPECT_TRUE(Agrees(it->second, server[dep]))
+          << dep << ": the stream's last event is "
+          << v1::State_Name(it->second.state()) << " at generation "
+          << it->second.generation() << ", the server says "
+          << v1::State_Name(server[dep].state()) << " at generation "
+          << server[dep].generation();
+    }
+  }
+}
+
+// --- the mode on Watch -------------------------------------------------------
+
+// Every Watch event says whether the breaker enforces, so a client never
+// refuses a shadow breaker locally: the initial state and the transitions of
+// a shadow breaker say "shadow", an enforcing one's "enforce"; a reload that
+// moves a breaker to shadow sends an event (reason "reload") with the new
+// mode at the same generation, and a new stream's initial states carry it.
+TEST_F(FaultE2eTest, WatchEventsCarryTheModeAndAReloadToShadowIsAnEvent) {
+  constexpr char kConfig[] = R"(defaults:
+  consecutive_failures: 2
+  failure_rate: { threshold: 0 }
+  cooldown: { base: 60s, jitter: 0 }
+policies:
+  - match: "shadow/*"
+    mode: shadow
+)";
+  const std::string config = proc_.WriteFile("config.yaml", kConfig);
+  ASSERT_TRUE(proc_.Start({"--config=" + config, "--config-poll-interval=0"}));
+  auto stub = proc_.BreakerStub();
+  const std::string shadow = "shadow/psp";
+  const std::string enforced = "enforce/psp";
+
+  WatchRecorder watch(proc_.Channel(1), {shadow, enforced});
+  ASSERT_TRUE(watch.WaitForEvents(2));
+  std::vector<v1::StateChange> events = watch.events();
+  ASSERT_EQ(events.size(), 2u);
+  for (const v1::StateChange& e : events) {
+    EXPECT_EQ(e.reason(), "initial") << e.DebugString();
+    EXPECT_EQ(e.mode(), e.dependency() == shadow ? "shadow" : "enforce")
+        << e.DebugString();
+  }
+
+  ReportTimeouts(stub.get(), shadow, 2);
+  ReportTimeouts(stub.get(), enforced, 2);
+  ASSERT_TRUE(watch.WaitForEvents(4));
+  events = watch.events();
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[2].dependency(), shadow);
+  EXPECT_EQ(events[2].state(), v1::STATE_OPEN);
+  EXPECT_EQ(events[2].mode(), "shadow") << events[2].DebugString();
+  EXPECT_EQ(events[3].dependency(), enforced);
+  EXPECT_EQ(events[3].state(), v1::STATE_OPEN);
+  EXPECT_EQ(events[3].mode(), "enforce") << events[3].DebugString();
+  const v1::StateChange opened = events[3];
+  Result<v1::AcquireResponse> a = Acquire(stub.get(), shadow);
+  ASSERT_TRUE(a.status.ok()) << Describe(a.status);
+  EXPECT_TRUE(a.response.allowed()) << "shadow mode never refuses";
+
+  proc_.WriteFile("config.yaml", absl::StrCat(kConfig, R"(  - match: "enforce/*"
+    mode: shadow
+)"));
+  ASSERT_TRUE(proc_.Signal(SIGHUP));
+  ASSERT_TRUE(watch.WaitForEvents(5)) << "no event for the mode change:\n"
+                                      << LogLinesWith(proc_.Log(), "config_");
+  events = watch.events();
+  const v1::StateChange& reload = events[4];
+  EXPECT_EQ(reload.dependency(), enforced) << reload.DebugString();
+  EXPECT_EQ(reload.reason(), "reload");
+  EXPECT_EQ(reload.mode(), "shadow");
+  EXPECT_EQ(reload.state(), v1::STATE_OPEN) << "a reload moves no state";
+  EXPECT_EQ(reload.generation(), opened.generation())
+      << "a reload is not a transition";
+  Result<v1::BreakerStatus> s = GetState(stub.get(), enforced);
+  ASSERT_TRUE(s.status.ok()) << Describe(s.status);
+  EXPECT_EQ(s.response.mode(), "shadow");
+  EXPECT_EQ(s.response.generation(), opened.generation());
+  a = Acquire(stub.get(), enforced);
+  ASSERT_TRUE(a.status.ok()) << Describe(a.status);
+  EXPECT_TRUE(a.response.allowed())
+      << "now in shadow: " << a.response.DebugString();
+
+  // A stream that starts now gets the new mode in its initial states.
+  WatchRecorder later(proc_.Channel(2), {});
+  ASSERT_TRUE(later.WaitForEvents(2));
+  for (const v1::StateChange& e : later.events()) {
+    EXPECT_EQ(e.reason(), "initial") << e.DebugString();
+    EXPECT_EQ(e.mode(), "shadow") << e.DebugString();
   }
 }
 

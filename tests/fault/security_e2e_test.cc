@@ -1,7 +1,8 @@
 // Security properties of the real breakerd binary: the API listens on
 // loopback (or a unix socket with mode 0660) unless told otherwise; the
 // admin token and the Redis password never appear in the log, in /metrics
-// or in the health endpoints.
+// or in the health endpoints; a rotated admin token file replaces the old
+// token without a restart.
 //
 // Admin refusals themselves (no token, a wrong one, no token file) are
 // covered by e2e_test's AdminRequiresTheConfiguredToken, service_test's
@@ -217,6 +218,45 @@ TEST(SecurityE2eTest, RefusedTokenFileIsNotEchoed) {
   EXPECT_TRUE(absl::StrContains(f.log, "admin-token-file")) << f.log;
   EXPECT_FALSE(absl::StrContains(f.log, "half-a-secret")) << f.log;
   EXPECT_FALSE(absl::StrContains(f.log, "other-half-9b1f")) << f.log;
+}
+
+// A rotated Secret: the token file is rewritten while breakerd runs. Within
+// a few polls the new token works and the old one is refused, without a
+// restart; neither token is logged.
+TEST(SecurityE2eTest, RotatedAdminTokenReplacesTheOldOneWithoutARestart) {
+  constexpr char kRotatedToken[] = "r0tated-T0KEN-never-logged-c4d8";
+  BreakerdProcess proc;
+  const std::string token_file =
+      proc.WriteFile("admin-token", absl::StrCat(kAdminToken, "\n"));
+  ASSERT_TRUE(proc.Start(
+      {"--admin-token-file=" + token_file, "--config-poll-interval=100ms"}));
+  auto admin = proc.AdminStub();
+  const std::string dep = "svc/rotated";
+  Result<v1::AdminResponse> before =
+      Admin(admin.get(), AdminOp::kForceOpen, dep, BearerToken(kAdminToken));
+  ASSERT_TRUE(before.status.ok()) << Describe(before.status);
+
+  // As a Secret volume updates: the file is replaced atomically.
+  proc.WriteFile("admin-token", absl::StrCat(kRotatedToken, "\n"));
+  Result<v1::AdminResponse> rotated;
+  EXPECT_TRUE(WaitUntil([&] {
+    rotated =
+        Admin(admin.get(), AdminOp::kReset, dep, BearerToken(kRotatedToken));
+    return rotated.status.ok();
+  })) << "the new token is still refused: "
+      << Describe(rotated.status) << "\n"
+      << proc.Log();
+  Result<v1::AdminResponse> old =
+      Admin(admin.get(), AdminOp::kForceOpen, dep, BearerToken(kAdminToken));
+  EXPECT_EQ(old.status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+      << "the old token still works: " << Describe(old.status);
+  auto stub = proc.BreakerStub();
+  EXPECT_EQ(GetState(stub.get(), dep).response.state(), v1::STATE_CLOSED)
+      << "the refused ForceOpen changed the breaker";
+
+  const std::string log = proc.Log();
+  EXPECT_FALSE(absl::StrContains(log, kAdminToken)) << log;
+  EXPECT_FALSE(absl::StrContains(log, kRotatedToken)) << log;
 }
 
 // A redis-server on a free loopback port requiring `password`; killed with
