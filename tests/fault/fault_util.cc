@@ -317,5 +317,17 @@ std::optional<int> WaitChild(pid_t pid, absl::Duration timeout) {
   }
 }
 
+void ReportTimeouts(v1::Breaker::Stub* stub, const std::string& dependency,
+                    int n) {
+  for (int i = 0; i < n; ++i) {
+    Result<v1::AcquireResponse> a = Acquire(stub, dependency);
+    ASSERT_TRUE(a.status.ok()) << Describe(a.status);
+    ASSERT_TRUE(a.response.allowed()) << a.response.DebugString();
+    ASSERT_TRUE(
+        Report(stub, dependency, a.response.permit(), v1::OUTCOME_TIMEOUT)
+            .status.ok());
+  }
+}
+
 }  // namespace fault
 }  // namespace breakerd

@@ -24,12 +24,34 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "grpcpp/support/sync_stream.h"
+#include "gtest/gtest.h"
 #include "tests/e2e/breakerd_process.h"
 
 namespace breakerd {
 namespace fault {
 
 namespace v1 = ::breakerd::v1;
+
+inline constexpr char kAdminToken[] = "fault-admin-token-3c9e";
+
+// Every test expects breakerd to outlive it unless it says otherwise: a
+// crash under a fault shows up here even if the test's own checks missed it.
+class FaultE2eTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (proc_.running() && !expect_exit_) {
+      EXPECT_FALSE(proc_.Exited())
+          << "breakerd died during the test (see its log below)";
+    }
+  }
+
+  std::string WriteAdminToken() {
+    return proc_.WriteFile("admin-token", kAdminToken);
+  }
+
+  BreakerdProcess proc_;
+  bool expect_exit_ = false;
+};
 
 // Every unary call here gives up after this long: a hung call fails the
 // test with DEADLINE_EXCEEDED instead of hanging it.
@@ -136,6 +158,11 @@ int SpawnLoggedAs(std::vector<std::string> args, const std::string& log_path,
 // Waits at most `timeout` for child `pid` to exit; returns its exit code
 // (128 + signal if killed), or nullopt (then the child is killed and reaped).
 std::optional<int> WaitChild(pid_t pid, absl::Duration timeout);
+
+// Reports `n` timeouts on `dependency`; each Acquire must be allowed
+// (fails the test otherwise).
+void ReportTimeouts(v1::Breaker::Stub* stub, const std::string& dependency,
+                    int n);
 
 }  // namespace fault
 }  // namespace breakerd
