@@ -291,6 +291,40 @@ def check_sidecar(docs, label, native):
     return c
 
 
+# The variable every client reads for breakerd's address (client/README.md).
+CLIENT_ADDR_ENV = "BREAKERD_ADDR"
+CLIENT_SOURCES = ("client/cpp/src/client.cc", "client/go/client.go",
+                  "client/python/src/breakerd/_client.py",
+                  "client/java/src/main/java/io/breakerd/client/BreakerdClient.java",
+                  "client/node/src/client.ts")
+
+
+def check_client_address(docs, label, repo, sidecar):
+    """The app containers name breakerd's address with the variable every
+    client reads, and it is an address the sidecar listens on."""
+    print(f"[{label}] app containers find the sidecar")
+    for rel in CLIENT_SOURCES:
+        with open(os.path.join(repo, rel), encoding="utf-8") as f:
+            check(CLIENT_ADDR_ENV in f.read(), f"{rel} reads {CLIENT_ADDR_ENV}")
+    deployment = one(docs, "Deployment")
+    if deployment is None or sidecar is None:
+        return
+    listen = parse_flags(sidecar.get("args", [])).get("listen", "")
+    addresses = set(listen.split(",")) if listen else {"127.0.0.1:50051"}
+    for c in deployment["spec"]["template"]["spec"].get("containers", []):
+        if c["name"] == "breakerd":
+            continue
+        for env in c.get("env", []):
+            if "BREAKERD" in env["name"] and env["name"].endswith(
+                    ("ADDR", "TARGET", "ADDRESS", "HOST")):
+                check(env["name"] == CLIENT_ADDR_ENV,
+                      f"container {c['name']} sets {env['name']}: the clients "
+                      f"read {CLIENT_ADDR_ENV}")
+                check(env.get("value") in addresses,
+                      f"container {c['name']}: {env['name']}={env.get('value')} "
+                      f"is an address breakerd listens on ({listen})")
+
+
 def strip_flavour(container):
     c = json.loads(json.dumps(container))
     c.pop("restartPolicy", None)
@@ -575,6 +609,7 @@ def main():
     print("[overlays/example-app] render")
     native_docs = render(args.kustomize, os.path.join(k8s, "overlays/example-app"))
     native = check_sidecar(native_docs, "overlays/example-app", native=True)
+    check_client_address(native_docs, "overlays/example-app", args.repo, native)
     print("[overlays/legacy] render")
     legacy_docs = render(args.kustomize, os.path.join(k8s, "overlays/legacy"))
     legacy = check_sidecar(legacy_docs, "overlays/legacy", native=False)
