@@ -34,7 +34,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
@@ -43,6 +42,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
+#include "server/engine/mutex.h"
 #include "tests/e2e/breakerd_process.h"
 #include "tests/fault/fault_util.h"
 
@@ -71,7 +71,7 @@ class WatchRecorder {
   WatchRecorder& operator=(const WatchRecorder&) = delete;
 
   std::vector<v1::StateChange> events() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return events_;
   }
 
@@ -80,7 +80,7 @@ class WatchRecorder {
                      absl::Duration timeout = absl::Seconds(5)) const {
     return WaitUntil(
         [&] {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           return events_.size() >= n;
         },
         timeout);
@@ -88,7 +88,7 @@ class WatchRecorder {
 
   // How the stream ended; nullopt while it is open.
   std::optional<grpc::Status> end() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return end_;
   }
 
@@ -96,17 +96,17 @@ class WatchRecorder {
   void Read() {
     v1::StateChange change;
     while (call_->reader->Read(&change)) {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       events_.push_back(change);
     }
     grpc::Status status = call_->reader->Finish();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     end_ = std::move(status);
   }
 
   std::unique_ptr<v1::Breaker::Stub> stub_;
   std::unique_ptr<WatchCall> call_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<v1::StateChange> events_ ABSL_GUARDED_BY(mu_);
   std::optional<grpc::Status> end_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: starts once the members above exist
