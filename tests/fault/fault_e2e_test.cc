@@ -53,21 +53,6 @@ namespace breakerd {
 namespace fault {
 namespace {
 
-// True in ASan and TSan builds (scripts/sanitize.sh), where breakerd's RSS
-// measures the sanitizer's allocator (ASan's quarantine keeps what is freed,
-// TSan's shadow grows with each new address touched) more than breakerd.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitizerBuild = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitizerBuild = true;
-#else
-constexpr bool kSanitizerBuild = false;
-#endif
-#else
-constexpr bool kSanitizerBuild = false;
-#endif
-
 // --- a client dies holding the probe -----------------------------------------
 
 // The first line of `path` that starts with `prefix`, if any yet.
