@@ -23,7 +23,8 @@
 //     while a probe is out, OPEN for a retry, else the probe; closed and
 //     forced closed -> allowed, or RETRY_BUDGET for a retry only.
 //   - It never changes the derived state; the generation moves by at most
-//     one, and only when observing half-open.
+//     one, and only when observing half-open. A new breaker starts above
+//     every generation an evicted one reached.
 //  Report
 //   - A permit this Registry never issued for that dependency (garbage,
 //     zero, another dependency's) is INVALID_ARGUMENT naming "permit" and
@@ -549,7 +550,7 @@ class Session {
     FUZZ_CHECK(after.probe_in_flight == (probe_out || r.probe), what(),
                "; after: ", SnapText(after));
 
-    const uint64_t gen_before = before ? before->generation : 0;
+    const uint64_t gen_before = before ? before->generation : floor_;
     FUZZ_CHECK(
         after.generation == gen_before ||
             (after.generation == gen_before + 1 && state == State::kHalfOpen),
@@ -906,8 +907,8 @@ class Session {
                        : op == 1 ? State::kForcedClosed
                                  : State::kClosed;
     FUZZ_CHECK(r->state == want, what(), " -> ", SnapText(*r));
-    FUZZ_CHECK(r->generation == (before ? before->generation : 0) + 1, what(),
-               " -> ", SnapText(*r));
+    FUZZ_CHECK(r->generation == (before ? before->generation : floor_) + 1,
+               what(), " -> ", SnapText(*r));
     FUZZ_CHECK(!r->probe_in_flight, what());
     if (op == 2) {
       FUZZ_CHECK(r->window.calls == 0 && r->consecutive_failures == 0 &&
@@ -995,6 +996,14 @@ class Session {
                " (returned ", evicted, "), want ", want.size(),
                " with idle_ttl ", absl::FormatDuration(set_->limits.idle_ttl),
                detail);
+    // A re-created breaker continues above every evicted generation.
+    for (const BreakerSnapshot& s : before) {
+      if (std::find(gone.begin(), gone.end(), s.dependency) != gone.end()) {
+        floor_ = std::max(floor_, s.generation + 1);
+      }
+    }
+    FUZZ_CHECK(registry_.generation_floor() == floor_,
+               registry_.generation_floor(), " want ", floor_);
     for (const std::string& n : gone) {
       tracked_.erase(n);
       issued_.erase(std::remove_if(issued_.begin(), issued_.end(),
@@ -1032,6 +1041,8 @@ class Session {
   Registry registry_;
   std::vector<IssuedPermit> issued_;
   std::map<std::string, Tracked> tracked_;
+  // Where a breaker created now starts (above every evicted generation).
+  uint64_t floor_ = 0;
   // Every valid name passed to the registry (a superset of its breakers).
   std::set<std::string> used_ = {std::begin(kNames), std::end(kNames)};
 };

@@ -144,6 +144,11 @@ class Registry {
   size_t EvictIdle();
 
   size_t size() const { return count_.load(std::memory_order_relaxed); }
+  // The generation a breaker created now starts at: above every generation
+  // an evicted breaker reached (0 until something is evicted).
+  uint64_t generation_floor() const {
+    return generation_floor_.load(std::memory_order_relaxed);
+  }
   // Reports refused because the permit was never issued, since start.
   uint64_t unknown_permits() const {
     return unknown_permits_.load(std::memory_order_relaxed);

@@ -162,12 +162,13 @@ void FillInitialStateChange(const BreakerSnapshot& snapshot,
 }
 
 void FillInitialStateChangeForAbsent(absl::string_view dependency, bool shadow,
+                                     uint64_t generation,
                                      v1::StateChange* out) {
   out->set_dependency(dependency.data(), dependency.size());
   out->set_state(v1::STATE_CLOSED);
   out->set_previous(v1::STATE_UNSPECIFIED);
   out->set_reason(kInitialReason.data(), kInitialReason.size());
-  out->set_generation(0);
+  out->set_generation(generation);
   SetMode(shadow, out);
 }
 

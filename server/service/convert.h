@@ -73,10 +73,11 @@ void FillStateChange(const Transition& t, v1::StateChange* out);
 void FillInitialStateChange(const BreakerSnapshot& snapshot,
                             v1::StateChange* out);
 
-// The first message of a Watch for a name with no breaker yet: closed,
-// generation 0, reason "initial", the mode of the policy it would get.
+// The first message of a Watch for a name with no breaker yet: closed, reason
+// "initial", the mode of the policy it would get and `generation`, the one
+// its breaker would start at (Registry::generation_floor()).
 void FillInitialStateChangeForAbsent(absl::string_view dependency, bool shadow,
-                                     v1::StateChange* out);
+                                     uint64_t generation, v1::StateChange* out);
 
 }  // namespace breakerd
 

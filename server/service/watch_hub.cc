@@ -158,7 +158,7 @@ std::vector<v1::StateChange> WatchHub::Stream::InitialStates() const {
       // closed.
       FillInitialStateChangeForAbsent(
           name, policies->Match(name)->mode == Mode::kShadow,
-          &out.emplace_back());
+          registry->generation_floor(), &out.emplace_back());
     }
   }
   return out;
