@@ -1,10 +1,13 @@
 #include "server/fleet/fleet_store.h"
 
+#include <algorithm>
+#include <optional>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/engine/registry.h"
 
 namespace breakerd {
 
@@ -26,6 +29,26 @@ absl::string_view KindName(ExternalState::Kind kind) {
   return "unknown";
 }
 
+// A field's text for an error message: escaped, and cut short if long.
+std::string Quote(absl::string_view field) {
+  constexpr size_t kMaxShown = 32;
+  return absl::StrCat("\"", absl::CHexEscape(field.substr(0, kMaxShown)),
+                      field.size() > kMaxShown ? "\"..." : "\"");
+}
+
+// Plain decimal digits (no sign, no spaces), at most `max`.
+std::optional<uint64_t> ParseDecimal(absl::string_view s, uint64_t max) {
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (v > (max - digit) / 10) return std::nullopt;
+    v = v * 10 + digit;
+  }
+  return v;
+}
+
 }  // namespace
 
 std::string FormatFleetBody(const FleetMessage& m) {
@@ -35,14 +58,30 @@ std::string FormatFleetBody(const FleetMessage& m) {
 }
 
 absl::StatusOr<FleetMessage> ParseFleetMessage(absl::string_view text) {
+  if (text.size() > kMaxFleetMessageBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet message: longer than ", kMaxFleetMessageBytes,
+                     " bytes: ", Quote(text)));
+  }
   std::vector<absl::string_view> f = absl::StrSplit(text, ' ');
   if (f.size() != 6) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fleet message: want 6 fields (got ", f.size(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fleet message: want 6 fields (got ", f.size(), "): ", Quote(text)));
   }
   FleetMessage m;
-  if (!absl::SimpleAtoi(f[0], &m.version) || m.version == 0) {
-    return absl::InvalidArgumentError("fleet message: version");
+  std::optional<uint64_t> version = ParseDecimal(f[0], kMaxFleetVersion);
+  if (!version.has_value() || *version == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet message: version must be 1..", kMaxFleetVersion,
+                     " (got ", Quote(f[0]), ")"));
+  }
+  m.version = *version;
+  if (f[1].empty() || f[1].size() > kMaxFleetOriginBytes ||
+      !std::all_of(f[1].begin(), f[1].end(),
+                   [](char c) { return c > ' ' && c < 0x7f; })) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet message: origin must be 1-", kMaxFleetOriginBytes,
+                     " bytes of printable ASCII (got ", Quote(f[1]), ")"));
   }
   m.origin = std::string(f[1]);
   bool known = false;
@@ -55,17 +94,32 @@ absl::StatusOr<FleetMessage> ParseFleetMessage(absl::string_view text) {
       known = true;
     }
   }
-  if (!known) return absl::InvalidArgumentError("fleet message: kind");
-  if (!absl::SimpleAtoi(f[3], &m.open_until_unix_ms)) {
-    return absl::InvalidArgumentError("fleet message: open_until");
+  if (!known) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet message: unknown kind ", Quote(f[2])));
   }
-  if (!absl::SimpleAtoi(f[4], &m.escalation_level) || m.escalation_level > 64) {
-    return absl::InvalidArgumentError("fleet message: escalation");
+  std::optional<uint64_t> until = ParseDecimal(f[3], kMaxFleetUnixMs);
+  if (!until.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet message: open_until must be 0..", kMaxFleetUnixMs,
+                     " (got ", Quote(f[3]), ")"));
+  }
+  m.open_until_unix_ms = static_cast<int64_t>(*until);
+  std::optional<uint64_t> escalation = ParseDecimal(f[4], kMaxFleetEscalation);
+  if (!escalation.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet message: escalation must be 0..",
+                     kMaxFleetEscalation, " (got ", Quote(f[4]), ")"));
+  }
+  m.escalation_level = static_cast<uint32_t>(*escalation);
+  if (absl::Status s = ValidateDependency(f[5]); !s.ok()) {
+    // The rule, and a short escaped prefix: never the name itself, which
+    // may be a megabyte.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fleet message: dependency must be 1-", kMaxDependencyLength,
+        " bytes of [A-Za-z0-9._:/@-] (got ", Quote(f[5]), ")"));
   }
   m.dependency = std::string(f[5]);
-  if (m.origin.empty() || m.dependency.empty()) {
-    return absl::InvalidArgumentError("fleet message: empty field");
-  }
   return m;
 }
 

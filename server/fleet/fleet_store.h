@@ -8,6 +8,7 @@
 #ifndef BREAKERD_SERVER_FLEET_FLEET_STORE_H_
 #define BREAKERD_SERVER_FLEET_FLEET_STORE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,12 +35,31 @@ struct FleetMessage {
   uint32_t escalation_level = 0;
 };
 
+// Bounds on what is accepted from the store (anyone who can write to the
+// Redis can write there, so nothing read is trusted to be well formed).
+// A whole message, "<version> <body>": the largest a sidecar writes is
+// about 400 bytes (20 + 128 + 13 + 15 + 2 + 200 and the spaces).
+inline constexpr size_t kMaxFleetMessageBytes = 512;
+// The origin: a sidecar's id (host/pid/hex; Linux host names are at most
+// 64 bytes), printable ASCII without spaces.
+inline constexpr size_t kMaxFleetOriginBytes = 128;
+// Versions come from Redis INCR, a signed 64-bit integer.
+inline constexpr uint64_t kMaxFleetVersion = INT64_MAX;
+// 9999-12-31T23:59:59.999Z: later cooldown ends are not wall-clock times.
+inline constexpr int64_t kMaxFleetUnixMs = 253402300799999;
+inline constexpr uint32_t kMaxFleetEscalation = 64;
+
 // The wire form (store value and pub/sub payload) without the version:
 // "<origin> <kind> <open_until_unix_ms> <escalation> <dependency>".
 std::string FormatFleetBody(const FleetMessage& m);
-// Parses "<version> " + body. INVALID_ARGUMENT naming the field if it does
-// not parse (a message from a newer or foreign writer is skipped, not
-// applied).
+// Parses and validates "<version> " + body: at most kMaxFleetMessageBytes
+// (checked before anything else), version 1..kMaxFleetVersion, origin
+// 1..kMaxFleetOriginBytes of printable ASCII, a known kind, open_until
+// 0..kMaxFleetUnixMs, escalation 0..kMaxFleetEscalation, all in plain
+// decimal digits, and the dependency by ValidateDependency. Returns
+// INVALID_ARGUMENT naming the field; the message quotes at most a short
+// escaped prefix of the offending text, never the whole (a message from a
+// newer or foreign writer is refused, not applied).
 absl::StatusOr<FleetMessage> ParseFleetMessage(absl::string_view text);
 
 struct ClaimAnswer {
@@ -69,13 +89,16 @@ class FleetStore {
   // Deletes the probe key if `owner` still holds it.
   virtual absl::Status ReleaseProbe(absl::string_view dependency,
                                     absl::string_view owner) = 0;
-  // Every stored state.
-  virtual absl::StatusOr<std::vector<FleetMessage>> ReadStates() = 0;
+  // Every stored state, as the raw text "<version> <body>" for
+  // ParseFleetMessage; a value longer than kMaxFleetMessageBytes may be
+  // cut to kMaxFleetMessageBytes + 1 bytes (still too long: refused).
+  virtual absl::StatusOr<std::vector<std::string>> ReadStates() = 0;
   // A round trip, to notice a dead or hung store while idle.
   virtual absl::Status Ping() = 0;
   // Waits at most `timeout` for published messages (or Wake()) and returns
-  // those that arrived (possibly none). Unparseable ones are dropped.
-  virtual absl::StatusOr<std::vector<FleetMessage>> Receive(
+  // the payloads that arrived (possibly none), raw and cut as ReadStates':
+  // the caller parses, validates and counts them.
+  virtual absl::StatusOr<std::vector<std::string>> Receive(
       absl::Duration timeout) = 0;
   // Makes a Receive in progress (or the next one) return at once.
   virtual void Wake() = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/log/json_log.h"
 
@@ -122,11 +123,12 @@ void FleetSync::TakeWork(std::vector<Claim>* claims,
 
 bool FleetSync::Join() {
   absl::Status s = store_->Connect();
-  absl::StatusOr<std::vector<FleetMessage>> states;
+  absl::StatusOr<std::vector<std::string>> states;
   if (s.ok()) {
     // Subscribed first, then read: nothing published in between is missed,
     // and versions drop what arrives twice.
     last_version_.clear();
+    version_order_.clear();
     states = store_->ReadStates();
     s = states.status();
   }
@@ -142,7 +144,7 @@ bool FleetSync::Join() {
     backoff_ = std::min(backoff_ * 2, options_.reconnect_max);
     return false;
   }
-  for (const FleetMessage& m : *states) Apply(m, /*rejoin=*/true);
+  for (const std::string& text : *states) ApplyText(text, /*rejoin=*/true);
   backoff_ = options_.reconnect_min;
   logged_down_ = false;
   connected_.store(true, std::memory_order_release);
@@ -179,19 +181,92 @@ void FleetSync::AnswerClaimsLocally() {
   }
 }
 
+bool FleetSync::TakeLogBudget(LogBudget* budget, uint64_t* suppressed) {
+  const absl::Time now = options_.wall_now();
+  if (now < budget->next) {
+    ++budget->suppressed;
+    return false;
+  }
+  *suppressed = budget->suppressed;
+  budget->suppressed = 0;
+  budget->next = now + options_.log_interval;
+  return true;
+}
+
+std::optional<uint64_t> FleetSync::LastVersion(const std::string& dependency,
+                                               absl::Time now) {
+  auto it = last_version_.find(dependency);
+  if (it == last_version_.end()) return std::nullopt;
+  // Past state_ttl the store's version key may have expired with its state
+  // and restarted from 1: what we saw then says nothing about what is new.
+  if (now - it->second.updated >= options_.state_ttl) {
+    version_order_.erase(it->second.order);
+    last_version_.erase(it);
+    return std::nullopt;
+  }
+  return it->second.version;
+}
+
+void FleetSync::RecordVersion(const std::string& dependency, uint64_t version,
+                              absl::Time now) {
+  auto [it, inserted] = last_version_.try_emplace(dependency);
+  if (inserted) {
+    it->second.order = version_order_.insert(version_order_.end(), dependency);
+  } else {
+    version_order_.splice(version_order_.end(), version_order_,
+                          it->second.order);
+  }
+  it->second.version = version;
+  it->second.updated = now;
+  while (last_version_.size() >
+         std::max<size_t>(1, options_.max_tracked_versions)) {
+    last_version_.erase(version_order_.front());
+    version_order_.pop_front();
+  }
+}
+
+void FleetSync::Refuse(absl::string_view why, bool rejoin) {
+  Bump(&FleetCounters::refused);
+  uint64_t suppressed = 0;
+  if (!TakeLogBudget(&refused_log_, &suppressed)) return;
+  LogEvent(LogLevel::kWarn, "fleet_message_refused",
+           {{"source", rejoin ? "stored_state" : "published"},
+            {"error", why},
+            {"suppressed", suppressed}});
+}
+
+void FleetSync::ApplyText(absl::string_view text, bool rejoin) {
+  absl::StatusOr<FleetMessage> m = ParseFleetMessage(text);
+  if (!m.ok()) {
+    Refuse(m.status().message(), rejoin);
+    return;
+  }
+  Apply(*m, rejoin);
+}
+
 void FleetSync::Apply(const FleetMessage& m, bool rejoin) {
-  uint64_t& last = last_version_[m.dependency];
-  if (m.version <= last) {
+  const absl::Time now = options_.wall_now();
+  const std::optional<uint64_t> last = LastVersion(m.dependency, now);
+  if (last.has_value() && m.version <= *last) {
     Bump(&FleetCounters::duplicates);
     return;
   }
-  last = m.version;
+  // A stored state read on (re)join is the baseline, whatever its version;
+  // what is published after is measured against it.
+  const uint64_t base = last.value_or(0);
+  if (!rejoin && m.version - base > options_.max_version_jump) {
+    Refuse(absl::StrCat("fleet message: version ", m.version, " is more than ",
+                        options_.max_version_jump, " above the last seen (",
+                        base, ") for ", m.dependency),
+           rejoin);
+    return;
+  }
+  RecordVersion(m.dependency, m.version, now);
   if (m.origin == options_.id) return;
   ExternalState state;
   state.kind = m.kind;
   state.escalation_level = m.escalation_level;
-  state.open_remaining =
-      absl::FromUnixMillis(m.open_until_unix_ms) - options_.wall_now();
+  state.open_remaining = absl::FromUnixMillis(m.open_until_unix_ms) - now;
   if (rejoin) {
     // What we may have decided while away is newer than a stored close;
     // only outages and overrides are taken from the store.
@@ -205,8 +280,13 @@ void FleetSync::Apply(const FleetMessage& m, bool rejoin) {
   absl::StatusOr<BreakerSnapshot> s =
       registry_->ApplyExternal(m.dependency, state, TransitionReason::kFleet);
   if (!s.ok()) {
-    LogEvent(LogLevel::kWarn, "fleet_apply_failed",
-             {{"dependency", m.dependency}, {"error", s.status().message()}});
+    uint64_t suppressed = 0;
+    if (TakeLogBudget(&apply_failed_log_, &suppressed)) {
+      LogEvent(LogLevel::kWarn, "fleet_apply_failed",
+               {{"dependency", m.dependency},
+                {"error", s.status().message()},
+                {"suppressed", suppressed}});
+    }
     return;
   }
   Bump(&FleetCounters::applied);
@@ -272,8 +352,12 @@ void FleetSync::RunOnce(absl::Duration wait) {
       }
       continue;
     }
-    uint64_t& last = last_version_[m.dependency];
-    last = std::max(last, *v);
+    // The store's own answer: newer than anything seen, unless a message
+    // for it is still in flight.
+    const absl::Time now = options_.wall_now();
+    RecordVersion(m.dependency,
+                  std::max(LastVersion(m.dependency, now).value_or(0), *v),
+                  now);
     Bump(&FleetCounters::published);
   }
   if (failed.ok() && options_.wall_now() >= next_ping_) {
@@ -285,12 +369,14 @@ void FleetSync::RunOnce(absl::Duration wait) {
     return;
   }
 
-  absl::StatusOr<std::vector<FleetMessage>> messages = store_->Receive(wait);
+  absl::StatusOr<std::vector<std::string>> messages = store_->Receive(wait);
   if (!messages.ok()) {
     Lost(messages.status());
     return;
   }
-  for (const FleetMessage& m : *messages) Apply(m, /*rejoin=*/false);
+  for (const std::string& text : *messages) {
+    ApplyText(text, /*rejoin=*/false);
+  }
 }
 
 }  // namespace breakerd

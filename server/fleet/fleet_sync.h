@@ -9,6 +9,16 @@
 //   (Registry::ApplyExternal, reason "fleet"), once: messages whose version
 //   is not newer than the last seen for that dependency are dropped, as are
 //   our own.
+// - Nothing read from the store is trusted: every message is validated
+//   (ParseFleetMessage) before anything is kept or logged; a version more
+//   than max_version_jump above the last seen (0 if none) is refused, so
+//   one forged message cannot make the real ones look old. Refused
+//   messages are counted (FleetCounters::refused) and logged at most once
+//   per log_interval, quoting only a short escaped prefix. The last
+//   versions seen are kept for at most max_tracked_versions dependencies
+//   (least recently updated dropped first) and forgotten state_ttl after
+//   their last update: a store's version key expires with its state, and
+//   the version that restarts from 1 after that must not look old.
 // - Half-open probes are claimed fleet-wide (as the ProbeArbiter): the
 //   engine asks without waiting and refuses meanwhile; the answer comes
 //   back through Registry::SetProbeClaim. The claim is released when the
@@ -26,10 +36,13 @@
 #define BREAKERD_SERVER_FLEET_FLEET_SYNC_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,6 +71,15 @@ struct FleetOptions {
   absl::Duration state_ttl = absl::Minutes(10);
   // Wall clock: cooldown ends cross processes as wall-clock instants.
   std::function<absl::Time()> wall_now = [] { return absl::Now(); };
+  // Most dependencies whose last version is remembered (the default is
+  // limits.max_breakers' default).
+  size_t max_tracked_versions = 10000;
+  // A received version more than this above the last seen (or above 0 when
+  // none was seen) is refused. A state read on (re)join is the baseline.
+  uint64_t max_version_jump = 1'000'000;
+  // At most one fleet_message_refused and one fleet_apply_failed line per
+  // interval; the rest are counted in the next line's "suppressed".
+  absl::Duration log_interval = absl::Seconds(1);
 };
 
 // Counters since start (breakerd_fleet_events_total{event}).
@@ -70,6 +92,8 @@ struct FleetCounters {
   uint64_t claims_lost = 0;
   uint64_t connects = 0;
   uint64_t disconnects = 0;
+  // Messages refused: malformed, out of range, or an implausible version.
+  uint64_t refused = 0;
 };
 
 class FleetSync final : public TransitionObserver, public ProbeArbiter {
@@ -106,6 +130,9 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
 
   bool connected() const { return Active(); }
   FleetCounters counters() const;
+  // How many dependencies' last versions are remembered (at most
+  // max_tracked_versions). REQUIRES: the thread is not running (tests).
+  size_t tracked_versions() const { return last_version_.size(); }
 
  private:
   struct Claim {
@@ -120,7 +147,26 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   void Lost(const absl::Status& status);
   // Answers every queued claim "won": the local breaker decides alone.
   void AnswerClaimsLocally();
+  // Parses, validates and applies a message read from the store.
+  void ApplyText(absl::string_view text, bool rejoin);
   void Apply(const FleetMessage& m, bool rejoin);
+  void Refuse(absl::string_view why, bool rejoin);
+  // The last version seen for `dependency`, unless forgotten (never seen,
+  // dropped by the bound, or older than state_ttl).
+  std::optional<uint64_t> LastVersion(const std::string& dependency,
+                                      absl::Time now);
+  // Remembers `version` as the last seen, now; drops the least recently
+  // updated entry beyond max_tracked_versions.
+  void RecordVersion(const std::string& dependency, uint64_t version,
+                     absl::Time now);
+  // Rate limit of one kind of log line.
+  struct LogBudget {
+    absl::Time next = absl::InfinitePast();
+    uint64_t suppressed = 0;
+  };
+  // True if a line may be written now; then *suppressed is how many were
+  // held back since the last one written.
+  bool TakeLogBudget(LogBudget* budget, uint64_t* suppressed);
   // The pending work, taken under mu_.
   void TakeWork(std::vector<Claim>* claims,
                 std::vector<FleetMessage>* publishes,
@@ -146,7 +192,17 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   FleetCounters counters_ ABSL_GUARDED_BY(mu_);
 
   // Fleet thread only.
-  absl::flat_hash_map<std::string, uint64_t> last_version_;
+  struct Seen {
+    uint64_t version;
+    absl::Time updated;
+    std::list<std::string>::iterator order;
+  };
+  // At most max_tracked_versions entries; version_order_ lists their keys,
+  // least recently updated first.
+  absl::flat_hash_map<std::string, Seen> last_version_;
+  std::list<std::string> version_order_;
+  LogBudget refused_log_;
+  LogBudget apply_failed_log_;
   absl::flat_hash_set<std::string> held_claims_;
   absl::Duration backoff_;
   absl::Time next_connect_ = absl::InfinitePast();

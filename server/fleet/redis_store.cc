@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -20,13 +21,18 @@ namespace breakerd {
 namespace {
 
 // KEYS: version, state. ARGV: body, channel, ttl_ms (0: no expiry).
+// The version key lives as long as the state key: one-off names leave no
+// key behind, and a forced state (no expiry) keeps its version, so the
+// version restarts from 1 only once both are gone.
 constexpr char kPublishScript[] = R"(
 local v = redis.call('INCR', KEYS[1])
 local msg = v .. ' ' .. ARGV[1]
 if tonumber(ARGV[3]) > 0 then
   redis.call('SET', KEYS[2], msg, 'PX', ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
 else
   redis.call('SET', KEYS[2], msg)
+  redis.call('PERSIST', KEYS[1])
 end
 redis.call('PUBLISH', ARGV[2], msg)
 return v
@@ -351,8 +357,8 @@ absl::StatusOr<std::vector<std::string>> RedisStore::Primaries() {
   return out;
 }
 
-absl::StatusOr<std::vector<FleetMessage>> RedisStore::ReadStates() {
-  std::vector<FleetMessage> out;
+absl::StatusOr<std::vector<std::string>> RedisStore::ReadStates() {
+  std::vector<std::string> out;
   const std::string pattern = absl::StrCat(options_.key_prefix, "{*}:state");
   absl::StatusOr<std::vector<std::string>> primaries = Primaries();
   if (!primaries.ok()) return primaries.status();
@@ -372,14 +378,17 @@ absl::StatusOr<std::vector<FleetMessage>> RedisStore::ReadStates() {
       cursor = std::string(reply->element[0]->str, reply->element[0]->len);
       redisReply* keys = reply->element[1];
       for (size_t i = 0; i < keys->elements; ++i) {
-        absl::StatusOr<ReplyPtr> value = Send(
-            *c,
-            {"GET", std::string(keys->element[i]->str, keys->element[i]->len)});
+        // At most one byte more than a message may hold: enough to refuse
+        // an oversized value without reading it.
+        absl::StatusOr<ReplyPtr> value =
+            Send(*c, {"GETRANGE",
+                      std::string(keys->element[i]->str, keys->element[i]->len),
+                      "0", absl::StrCat(kMaxFleetMessageBytes)});
         if (!value.ok()) return value.status();
-        if ((*value)->type != REDIS_REPLY_STRING) continue;  // gone since
-        absl::StatusOr<FleetMessage> m =
-            ParseFleetMessage(absl::string_view((*value)->str, (*value)->len));
-        if (m.ok()) out.push_back(*std::move(m));
+        if ((*value)->type != REDIS_REPLY_STRING || (*value)->len == 0) {
+          continue;  // gone since
+        }
+        out.emplace_back((*value)->str, (*value)->len);
       }
     } while (cursor != "0");
   }
@@ -388,8 +397,7 @@ absl::StatusOr<std::vector<FleetMessage>> RedisStore::ReadStates() {
 
 absl::Status RedisStore::Ping() { return Command({"PING"}).status(); }
 
-void RedisStore::TakeMessage(redisReply* reply,
-                             std::vector<FleetMessage>* out) {
+void RedisStore::TakeMessage(redisReply* reply, std::vector<std::string>* out) {
   // ["message", channel, payload]; subscribe confirmations are skipped.
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3) return;
   redisReply* kind = reply->element[0];
@@ -399,14 +407,14 @@ void RedisStore::TakeMessage(redisReply* reply,
       payload->type != REDIS_REPLY_STRING) {
     return;
   }
-  absl::StatusOr<FleetMessage> m =
-      ParseFleetMessage(absl::string_view(payload->str, payload->len));
-  if (m.ok()) out->push_back(*std::move(m));
+  // Cut, not copied whole: one byte over the cap is enough to refuse it.
+  out->emplace_back(payload->str,
+                    std::min(payload->len, kMaxFleetMessageBytes + 1));
 }
 
-absl::StatusOr<std::vector<FleetMessage>> RedisStore::Receive(
+absl::StatusOr<std::vector<std::string>> RedisStore::Receive(
     absl::Duration timeout) {
-  std::vector<FleetMessage> out;
+  std::vector<std::string> out;
   if (sub_ == nullptr) return absl::UnavailableError("redis: not connected");
   auto drain = [&]() -> absl::Status {
     while (true) {

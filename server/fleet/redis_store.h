@@ -8,7 +8,8 @@
 //
 // Keys, all hash-tagged with the dependency so that each script touches one
 // slot (Redis Cluster's rule):
-//   <prefix>{<dependency>}:version   INCR per published state
+//   <prefix>{<dependency>}:version   INCR per published state; expires
+//                                    with the state key (never for forced)
 //   <prefix>{<dependency>}:state     "<version> <body>" (FormatFleetBody)
 //   <prefix>{<dependency>}:probe     the fleet-wide probe's owner, PX lease
 // and one pub/sub channel, <prefix>transitions, carrying "<version> <body>".
@@ -71,9 +72,9 @@ class RedisStore final : public FleetStore {
                                          absl::Duration lease) override;
   absl::Status ReleaseProbe(absl::string_view dependency,
                             absl::string_view owner) override;
-  absl::StatusOr<std::vector<FleetMessage>> ReadStates() override;
+  absl::StatusOr<std::vector<std::string>> ReadStates() override;
   absl::Status Ping() override;
-  absl::StatusOr<std::vector<FleetMessage>> Receive(
+  absl::StatusOr<std::vector<std::string>> Receive(
       absl::Duration timeout) override;
   void Wake() override;
 
@@ -101,8 +102,9 @@ class RedisStore final : public FleetStore {
   // just the first node.
   absl::StatusOr<std::vector<std::string>> Primaries();
   std::string Key(absl::string_view dependency, absl::string_view suffix) const;
-  // Appends the parsed message of a pub/sub reply to *out.
-  void TakeMessage(redisReply* reply, std::vector<FleetMessage>* out);
+  // Appends the payload of a pub/sub message reply to *out, cut to
+  // kMaxFleetMessageBytes + 1 bytes.
+  void TakeMessage(redisReply* reply, std::vector<std::string>* out);
 
   const RedisOptions options_;
   const std::string channel_;

@@ -108,6 +108,37 @@ class RedisServer {
     return ok;
   }
 
+  // One command over a raw socket (any argument size, unlike redis-cli's
+  // argv); returns the reply's first line ("" on error), e.g. ":1".
+  std::string Command(const std::vector<std::string>& argv) const {
+    std::string out = absl::StrCat("*", argv.size(), "\r\n");
+    for (const std::string& a : argv) {
+      absl::StrAppend(&out, "$", a.size(), "\r\n", a, "\r\n");
+    }
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::string reply;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      size_t sent = 0;
+      while (sent < out.size()) {
+        const ssize_t n = write(fd, out.data() + sent, out.size() - sent);
+        if (n <= 0) break;
+        sent += static_cast<size_t>(n);
+      }
+      char buf[256];
+      while (!absl::StrContains(reply, "\r\n")) {
+        const ssize_t n = read(fd, buf, sizeof(buf));
+        if (n <= 0) break;
+        reply.append(buf, static_cast<size_t>(n));
+      }
+    }
+    close(fd);
+    return reply.substr(0, reply.find("\r\n"));
+  }
+
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   int port() const { return port_; }
 
@@ -504,6 +535,53 @@ int ClusterPort() {
     }
   }
   return -1;
+}
+
+TEST_F(FleetTest, AHostileWriterCannotGrowSidecarsNorSilenceADependency) {
+  for (int i = 0; i < 2; ++i) StartSidecar();
+  const std::string dep = "hostile/dep";
+  Trip(0, dep);  // 1 s cooldown
+  ASSERT_TRUE(WaitUntil(
+      [&] { return StateOf(stubs_[1].get(), dep) == v1::STATE_OPEN; }));
+  // Version keys expire with their state: one-off names leave nothing.
+  const std::string ttl =
+      redis_->Command({"TTL", absl::StrCat("breakerd:{", dep, "}:version")});
+  ASSERT_TRUE(absl::StartsWith(ttl, ":")) << ttl;
+  EXPECT_GT(std::stoll(ttl.substr(1)), 0) << "TTL " << ttl;
+  // Whoever can PUBLISH on the channel: megabyte names, and versions that
+  // would make every real message look old.
+  const std::string channel = "breakerd:transitions";
+  const std::string huge(1 << 20, 'x');
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(
+        redis_->Command(
+            {"PUBLISH", channel,
+             absl::StrCat(i + 1, " evil open 1800000000000 0 ", huge, i)}),
+        ":2");
+  }
+  for (const char* version : {"18446744073709551615", "9223372036854775807"}) {
+    ASSERT_EQ(redis_->Command({"PUBLISH", channel,
+                               absl::StrCat(version, " evil reset 0 0 ", dep)}),
+              ":2");
+  }
+  for (auto& p : sidecars_) {
+    EXPECT_TRUE(p->WaitForLog("fleet_message_refused", kWait));
+    // Refusals are logged briefly and rate-limited: not 20 MB of names.
+    EXPECT_LT(p->Log().size(), 100'000u);
+    EXPECT_EQ(p->CountInLog(huge.substr(0, 100)), 0);
+  }
+  // The forged resets changed nothing, and the fleet still hears its own:
+  // sidecar 0's probe closes sidecar 1.
+  uint64_t probe = 0;
+  ASSERT_TRUE(WaitUntil([&] {
+    Acquired a = Acquire(stubs_[0].get(), dep);
+    probe = a.response.permit();
+    return a.response.probe();
+  })) << "no probe: a forged reset closed the breaker";
+  ASSERT_TRUE(Report(stubs_[0].get(), dep, probe, v1::OUTCOME_SUCCESS).ok());
+  EXPECT_TRUE(WaitUntil([&] {
+    return StateOf(stubs_[1].get(), dep) == v1::STATE_CLOSED;
+  })) << "a forged version silenced the dependency";
 }
 
 // Runs `args` to completion; true if it exited 0.

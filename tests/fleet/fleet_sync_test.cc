@@ -6,15 +6,18 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/engine/clock.h"
 #include "server/engine/registry.h"
+#include "server/log/json_log.h"
 
 namespace breakerd {
 namespace {
@@ -64,9 +67,7 @@ class FakeStore : public FleetStore {
     const uint64_t v = ++r_->versions[m.dependency];
     const std::string text = absl::StrCat(v, " ", FormatFleetBody(m));
     r_->states[m.dependency] = text;
-    for (FakeStore* s : r_->subscribers) {
-      s->inbox_.push_back(*ParseFleetMessage(text));
-    }
+    for (FakeStore* s : r_->subscribers) s->inbox_.push_back(text);
     return v;
   }
   absl::StatusOr<ClaimAnswer> ClaimProbe(absl::string_view dependency,
@@ -91,25 +92,27 @@ class FakeStore : public FleetStore {
     }
     return absl::OkStatus();
   }
-  absl::StatusOr<std::vector<FleetMessage>> ReadStates() override {
+  absl::StatusOr<std::vector<std::string>> ReadStates() override {
     if (absl::Status s = Check(); !s.ok()) return s;
-    std::vector<FleetMessage> out;
-    for (const auto& [dep, text] : r_->states) {
-      out.push_back(*ParseFleetMessage(text));
-    }
+    std::vector<std::string> out;
+    for (const auto& [dep, text] : r_->states) out.push_back(text);
     return out;
   }
   absl::Status Ping() override { return Check(); }
-  absl::StatusOr<std::vector<FleetMessage>> Receive(absl::Duration) override {
+  absl::StatusOr<std::vector<std::string>> Receive(absl::Duration) override {
     if (absl::Status s = Check(); !s.ok()) return s;
-    std::vector<FleetMessage> out(inbox_.begin(), inbox_.end());
+    std::vector<std::string> out(inbox_.begin(), inbox_.end());
     inbox_.clear();
     return out;
   }
   void Wake() override {}
 
   // Delivers `m` as if published (for duplicate and ordering tests).
-  void Deliver(const FleetMessage& m) { inbox_.push_back(m); }
+  void Deliver(const FleetMessage& m) {
+    inbox_.push_back(absl::StrCat(m.version, " ", FormatFleetBody(m)));
+  }
+  // Delivers any text as if published (for hostile-writer tests).
+  void DeliverRaw(std::string text) { inbox_.push_back(std::move(text)); }
 
  private:
   absl::Status Check() {
@@ -120,7 +123,7 @@ class FakeStore : public FleetStore {
   }
   FakeRedis* r_;
   bool connected_ = false;
-  std::deque<FleetMessage> inbox_;
+  std::deque<std::string> inbox_;
 };
 
 std::shared_ptr<const PolicySet> Policies() {
@@ -137,13 +140,16 @@ std::shared_ptr<const PolicySet> Policies() {
 
 // One sidecar: its own registry, clock and FleetSync.
 struct Sidecar {
-  Sidecar(std::string id, FakeRedis* redis, const absl::Time* wall)
-      : registry(Policies(), &clock, 0, &NoJitter) {
+  Sidecar(std::string id, FakeRedis* redis, const absl::Time* wall,
+          std::function<void(FleetOptions*)> tune = nullptr,
+          std::shared_ptr<const PolicySet> policies = Policies())
+      : registry(std::move(policies), &clock, 0, &NoJitter) {
     auto s = std::make_unique<FakeStore>(redis);
     store = s.get();
     FleetOptions o;
     o.id = std::move(id);
     o.wall_now = [wall] { return *wall; };
+    if (tune) tune(&o);
     sync = std::make_unique<FleetSync>(&registry, std::move(s), o);
     registry.SetProbeArbiter(sync.get());
     registry.AddObserver(sync.get());
@@ -258,10 +264,10 @@ TEST_F(FleetSyncTest, DuplicatesAndOlderVersionsChangeNothing) {
   const uint64_t generation = b_->registry.Get("dep/x")->generation;
   FleetMessage dup = *ParseFleetMessage(redis_.states["dep/x"]);
   b_->store->Deliver(dup);
-  FleetMessage older = dup;
-  older.kind = ExternalState::Kind::kClosed;
-  older.version = 0;
-  b_->store->Deliver(older);
+  // Another body under a version already seen is not news either.
+  FleetMessage same_version = dup;
+  same_version.kind = ExternalState::Kind::kClosed;
+  b_->store->Deliver(same_version);
   b_->Step();
   EXPECT_EQ(b_->State("dep/x"), State::kOpen);
   EXPECT_EQ(b_->registry.Get("dep/x")->generation, generation);
@@ -366,6 +372,194 @@ TEST_F(FleetSyncTest, RejoinAppliesStoredOpenAndForcedStates) {
   c.Step();
   EXPECT_EQ(c.State("dep/open"), State::kOpen);
   EXPECT_EQ(c.State("dep/forced"), State::kForcedOpen);
+}
+
+// Captures every log line while alive.
+class LogCapture {
+ public:
+  LogCapture() {
+    previous_ = SetLogWriterForTesting(
+        [this](absl::string_view line) { lines_.emplace_back(line); });
+  }
+  ~LogCapture() { SetLogWriterForTesting(previous_); }
+  size_t Bytes() const {
+    size_t n = 0;
+    for (const std::string& l : lines_) n += l.size();
+    return n;
+  }
+  std::vector<std::string> With(absl::string_view event) const {
+    std::vector<std::string> out;
+    for (const std::string& l : lines_) {
+      if (absl::StrContains(l, absl::StrCat("\"event\":\"", event, "\""))) {
+        out.push_back(l);
+      }
+    }
+    return out;
+  }
+
+ private:
+  LogWriter previous_;
+  std::vector<std::string> lines_;
+};
+
+TEST_F(FleetSyncTest, AMegabyteDependencyIsRefusedNotStoredNorLoggedWhole) {
+  LogCapture log;
+  const std::string huge(1 << 20, 'x');
+  for (int i = 0; i < 5; ++i) {
+    b_->store->DeliverRaw(
+        absl::StrCat(i + 1, " a open 1800000010000 0 ", huge, i));
+    b_->Step();
+    Advance(Seconds(1));  // every one may be logged
+  }
+  EXPECT_EQ(b_->sync->counters().refused, 5u);
+  EXPECT_EQ(b_->sync->counters().applied, 0u);
+  EXPECT_EQ(b_->sync->tracked_versions(), 0u);
+  EXPECT_EQ(b_->registry.size(), 0u);
+  ASSERT_EQ(log.With("fleet_message_refused").size(), 5u);
+  EXPECT_LT(log.Bytes(), 5 * 400u) << log.With("fleet_message_refused")[0];
+}
+
+TEST_F(FleetSyncTest, EveryFieldIsValidatedBeforeAnythingIsApplied) {
+  const std::string long_origin(kMaxFleetOriginBytes + 1, 'o');
+  const std::vector<std::string> hostile = {
+      "",
+      "1 a open 0 0",                            // a field missing
+      "1 a open 0 0 dep/x extra",                // one too many (a space)
+      "0 a open 0 0 dep/x",                      // version 0
+      "18446744073709551615 a reset 0 0 dep/x",  // past Redis' int64
+      "+1 a open 0 0 dep/x",                     // not plain digits
+      absl::StrCat("1 ", long_origin, " open 0 0 dep/x"),
+      "1 a\x01 open 0 0 dep/x",               // control byte in origin
+      "1 a opne 0 0 dep/x",                   // unknown kind
+      "1 a open -1 0 dep/x",                  // negative time
+      "1 a open 999999999999999999 0 dep/x",  // past year 9999
+      "1 a open 0 65 dep/x",                  // escalation too high
+      "1 a open 0 0 dep\x01x",                // dependency charset
+      absl::StrCat("1 a open 0 0 ", std::string(kMaxDependencyLength + 1, 'd')),
+  };
+  for (const std::string& text : hostile) b_->store->DeliverRaw(text);
+  b_->Step();
+  EXPECT_EQ(b_->sync->counters().refused, hostile.size());
+  EXPECT_EQ(b_->sync->counters().applied, 0u);
+  EXPECT_EQ(b_->sync->tracked_versions(), 0u);
+  EXPECT_EQ(b_->registry.size(), 0u);
+  // And one good message still goes through.
+  b_->store->DeliverRaw("1 a forced_open 0 0 dep/x");
+  b_->Step();
+  EXPECT_EQ(b_->State("dep/x"), State::kForcedOpen);
+}
+
+TEST_F(FleetSyncTest, AnImplausibleVersionJumpIsRefusedAndPropagationGoesOn) {
+  a_->Trip("dep/x");
+  StepAll();
+  StepAll();
+  ASSERT_EQ(b_->State("dep/x"), State::kOpen);  // version 1
+  // The no-op message, and the largest Redis could ever make.
+  b_->store->DeliverRaw("18446744073709551615 evil reset 0 0 dep/x");
+  b_->store->DeliverRaw("9223372036854775807 evil reset 0 0 dep/x");
+  b_->store->DeliverRaw("1000002 evil reset 0 0 dep/x");  // 1 + 1,000,001
+  // Nothing seen yet: counted from 0.
+  b_->store->DeliverRaw("1000001 evil forced_open 0 0 dep/new");
+  b_->Step();
+  EXPECT_EQ(b_->sync->counters().refused, 4u);
+  EXPECT_EQ(b_->State("dep/new"), State::kClosed);
+  // The fleet's next decisions still reach b.
+  ASSERT_TRUE(a_->registry.ForceClose("dep/x").ok());
+  StepAll();
+  StepAll();
+  EXPECT_EQ(b_->State("dep/x"), State::kForcedClosed);
+  ASSERT_TRUE(a_->registry.ForceOpen("dep/x").ok());
+  StepAll();
+  StepAll();
+  EXPECT_EQ(b_->State("dep/x"), State::kForcedOpen);
+}
+
+TEST_F(FleetSyncTest, ARejoinTakesTheStoredVersionAsTheBaseline) {
+  // A long-lived forced state: its version key never expires.
+  redis_.versions["dep/forced"] = 5'000'000;
+  ASSERT_TRUE(a_->registry.ForceOpen("dep/forced").ok());
+  a_->Step();
+  Sidecar c("c", &redis_, &wall_);
+  c.Step();
+  EXPECT_EQ(c.State("dep/forced"), State::kForcedOpen);
+  ASSERT_TRUE(a_->registry.ForceClose("dep/forced").ok());
+  a_->Step();
+  c.Step();
+  EXPECT_EQ(c.State("dep/forced"), State::kForcedClosed);
+  EXPECT_EQ(c.sync->counters().refused, 0u);
+}
+
+TEST_F(FleetSyncTest, AVersionRestartedAfterItsKeyExpiredIsApplied) {
+  ASSERT_TRUE(a_->registry.ForceOpen("dep/x").ok());
+  StepAll();
+  ASSERT_TRUE(a_->registry.Reset("dep/x").ok());
+  StepAll();
+  StepAll();
+  ASSERT_EQ(b_->State("dep/x"), State::kClosed);  // b saw version 2
+  // Within state_ttl a lower version is old news...
+  b_->store->DeliverRaw("1 evil forced_open 0 0 dep/x");
+  b_->Step();
+  EXPECT_EQ(b_->State("dep/x"), State::kClosed);
+  EXPECT_EQ(b_->sync->counters().duplicates, 1u);
+  // ...but once the keys have expired with the state, the version restarts
+  // from 1 and is news again.
+  Advance(absl::Minutes(10));
+  redis_.versions.erase("dep/x");
+  redis_.states.erase("dep/x");
+  ASSERT_TRUE(a_->registry.ForceOpen("dep/x").ok());
+  StepAll();
+  StepAll();
+  ASSERT_EQ(redis_.versions["dep/x"], 1u);
+  EXPECT_EQ(b_->State("dep/x"), State::kForcedOpen);
+}
+
+TEST_F(FleetSyncTest, TheVersionMapIsBounded) {
+  Sidecar c("c", &redis_, &wall_,
+            [](FleetOptions* o) { o->max_tracked_versions = 3; });
+  c.Step();
+  for (int i = 0; i < 10; ++i) {
+    c.store->DeliverRaw(absl::StrCat("1 z reset 0 0 one-off/", i));
+  }
+  c.Step();
+  EXPECT_EQ(c.sync->tracked_versions(), 3u);
+  // The most recent are the ones kept.
+  c.store->DeliverRaw("1 z reset 0 0 one-off/9");
+  c.Step();
+  EXPECT_EQ(c.sync->counters().duplicates, 1u);
+  // The default bound holds against many one-off names too.
+  for (int i = 0; i < 10'100; ++i) {
+    b_->store->DeliverRaw(absl::StrCat("1 z reset 0 0 one-off/", i));
+  }
+  b_->Step();
+  EXPECT_EQ(b_->sync->tracked_versions(), 10'000u);
+}
+
+TEST_F(FleetSyncTest, RefusalsAndApplyFailuresAreLoggedAtMostOncePerSecond) {
+  auto one_breaker = std::make_shared<PolicySet>(*Policies());
+  one_breaker->limits.max_breakers = 1;
+  Sidecar c("c", &redis_, &wall_, nullptr, one_breaker);
+  c.Step();
+  LogCapture log;
+  for (int i = 0; i < 100; ++i) c.store->DeliverRaw("1 z opne 0 0 dep/x");
+  for (int i = 0; i < 50; ++i) {
+    c.store->DeliverRaw(absl::StrCat("1 z forced_open 0 0 dep/", i));
+  }
+  c.Step();
+  EXPECT_EQ(c.sync->counters().refused, 100u);
+  EXPECT_EQ(c.sync->counters().applied, 1u);  // dep/0; then the limit
+  EXPECT_EQ(log.With("fleet_message_refused").size(), 1u);
+  EXPECT_EQ(log.With("fleet_apply_failed").size(), 1u);
+  // A second later, one line each says how many were held back.
+  Advance(Seconds(1));
+  c.store->DeliverRaw("1 z opne 0 0 dep/x");
+  c.store->DeliverRaw("1 z forced_open 0 0 dep/50");
+  c.Step();
+  std::vector<std::string> refused = log.With("fleet_message_refused");
+  std::vector<std::string> failed = log.With("fleet_apply_failed");
+  ASSERT_EQ(refused.size(), 2u);
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_TRUE(absl::StrContains(refused[1], "\"suppressed\":99")) << refused[1];
+  EXPECT_TRUE(absl::StrContains(failed[1], "\"suppressed\":48")) << failed[1];
 }
 
 }  // namespace
