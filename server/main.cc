@@ -7,6 +7,8 @@
 // (Abseil's default --help would list none of them, since they are not
 // defined in a file named after the binary); --helpfull prints Abseil's full
 // list, with underscores.
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -346,6 +348,9 @@ int main(int argc, char** argv) {
   // Before anything can start a thread: every thread inherits the mask and
   // only the runner's signal thread takes these signals (sigwait).
   breakerd::BlockShutdownSignals();
+  // No core dumps and no ptrace by other processes of the same user: the
+  // process holds the admin token and the Redis password.
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 
   absl::SetProgramUsageMessage(kUsage);
   absl::FlagsUsageConfig usage_config;

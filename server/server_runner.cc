@@ -223,6 +223,18 @@ std::atomic<const RegistryCollector*> g_metrics{nullptr};
 // although its Content-Length is known only once the body is written.
 constexpr size_t kMetricsHeadRoom = 256;
 
+// The /metrics renderings in progress at once (a third concurrent scrape
+// gets 503). With kMetricsWorkers threads, a buffer per request would end
+// up cached in many malloc arenas (one exposition is ~20 MB at 10,000
+// breakers); these buffers are reused instead, so the memory /metrics
+// keeps is bounded by kConcurrentScrapes expositions.
+constexpr int kConcurrentScrapes = 2;
+struct ScrapeSlot {
+  std::atomic<bool> busy{false};
+  std::string text;  // owned by whoever set busy
+};
+ScrapeSlot g_scrape_slots[kConcurrentScrapes];
+
 // /metrics: the text format written straight from the Registry
 // (RegistryCollector::AppendText), not prometheus-cpp's serializer, which
 // costs ten times as much for the same samples.
@@ -237,7 +249,21 @@ int AnswerMetrics(struct mg_connection* conn, absl::string_view method) {
   if (collector == nullptr) {
     return Respond(conn, head, 503, "Service Unavailable", "starting\n");
   }
-  std::string response(kMetricsHeadRoom, ' ');
+  ScrapeSlot* slot = nullptr;
+  for (ScrapeSlot& candidate : g_scrape_slots) {
+    bool expected = false;
+    if (candidate.busy.compare_exchange_strong(expected, true,
+                                               std::memory_order_acquire)) {
+      slot = &candidate;
+      break;
+    }
+  }
+  if (slot == nullptr) {
+    return Respond(conn, head, 503, "Service Unavailable",
+                   "too many scrapes at once; retry\n", "Retry-After: 1\r\n");
+  }
+  std::string& response = slot->text;  // keeps its capacity between scrapes
+  response.assign(kMetricsHeadRoom, ' ');
   collector->AppendText(&response);
   const size_t body_size = response.size() - kMetricsHeadRoom;
   const std::string head_text =
@@ -245,11 +271,12 @@ int AnswerMetrics(struct mg_connection* conn, absl::string_view method) {
   if (head || head_text.size() > kMetricsHeadRoom) {
     mg_write(conn, head_text.data(), head_text.size());
     if (!head) mg_write(conn, response.data() + kMetricsHeadRoom, body_size);
-    return 200;
+  } else {
+    const size_t start = kMetricsHeadRoom - head_text.size();
+    memcpy(&response[start], head_text.data(), head_text.size());
+    mg_write(conn, response.data() + start, response.size() - start);
   }
-  const size_t start = kMetricsHeadRoom - head_text.size();
-  memcpy(&response[start], head_text.data(), head_text.size());
-  mg_write(conn, response.data() + start, response.size() - start);
+  slot->busy.store(false, std::memory_order_release);
   return 200;
 }
 
@@ -337,6 +364,21 @@ absl::Status PrepareUnixSocket(absl::string_view address) {
   return absl::OkStatus();
 }
 
+// Logs a warning if the secret file `path` (symlinks followed, as a
+// Kubernetes Secret volume is mounted) may be read or written by others
+// than its owner.
+void WarnIfSecretFileIsShared(const std::string& path, absl::string_view flag) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || (st.st_mode & 0066) == 0) return;
+  LogEvent(LogLevel::kWarn, "secret_file_permissive",
+           {{"flag", flag},
+            {"path", path},
+            {"mode", absl::StrFormat("%04o", st.st_mode & 07777)},
+            {"why",
+             "group or other users may read it; make it 0400 or 0600 "
+             "(Kubernetes: the Secret volume's defaultMode)"}});
+}
+
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
                                           absl::string_view flag) {
   std::ifstream in(path, std::ios::binary);
@@ -369,6 +411,15 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
           ": the token must be printable ASCII without spaces (it is sent "
           "as `authorization: Bearer <token>`)"));
     }
+  }
+  // The example overlays' secretGenerator ships this placeholder in public:
+  // a cluster running with it has an Admin token anyone can read.
+  if (absl::StartsWith(token, kPlaceholderTokenPrefix)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", path, ": holds the example's public placeholder (",
+        kPlaceholderTokenPrefix,
+        "...); create the Secret with a secret of your own and delete the "
+        "example's secretGenerator"));
   }
   return std::string(token);
 }
@@ -650,6 +701,7 @@ int ServerRunner::LoadAdminToken() {
     StartupFailed(token.status().message());
     return kExitConfigError;
   }
+  WarnIfSecretFileIsShared(options_.admin_token_file, "admin-token-file");
   admin_token_ = *std::move(token);
   {
     MutexLock lock(&token_mu_);
@@ -677,6 +729,26 @@ void ServerRunner::ReloadAdminToken() {
   admin_service_->SetToken(*token);
   LogEvent(LogLevel::kInfo, "admin_token_reloaded",
            {{"token_file", options_.admin_token_file}});
+}
+
+void ServerRunner::OnAdminAuthFailure(absl::string_view reason) {
+  const int64_t now = registry_->clock()->NowNanos();
+  MutexLock lock(&auth_log_mu_);
+  ++auth_failures_unlogged_;
+  if (auth_failures_logged_once_ &&
+      now - auth_log_last_nanos_ <
+          absl::ToInt64Nanoseconds(kAuthFailureLogInterval)) {
+    return;
+  }
+  // One line per interval at most, counting every failure since the last
+  // line: a guessing client cannot flood the log.
+  LogEvent(LogLevel::kWarn, "admin_auth_failed",
+           {{"failures", static_cast<int64_t>(auth_failures_unlogged_)},
+            {"last_reason", reason},
+            {"total", static_cast<int64_t>(admin_service_->auth_failures())}});
+  auth_failures_unlogged_ = 0;
+  auth_log_last_nanos_ = now;
+  auth_failures_logged_once_ = true;
 }
 
 void ServerRunner::PersistState() {
@@ -732,6 +804,8 @@ int ServerRunner::StartFleet() {
     absl::StatusOr<std::string> password =
         ReadTokenFile(options_.redis_password_file, "redis-password-file");
     if (password.ok()) {
+      WarnIfSecretFileIsShared(options_.redis_password_file,
+                               "redis-password-file");
       redis.password = *std::move(password);
     } else {
       s = password.status();
@@ -795,6 +869,8 @@ int ServerRunner::StartGrpc() {
       registry_.get(), admin_token_, &rpc_stats_);
   // An override is on disk before the operator hears it took.
   admin_service_->SetAfterOverride([this] { PersistState(); });
+  admin_service_->SetOnAuthFailure(
+      [this](absl::string_view reason) { OnAdminAuthFailure(reason); });
 
   TakeDiagnostics();
   grpc::EnableDefaultHealthCheckService(true);
@@ -809,7 +885,13 @@ int ServerRunner::StartGrpc() {
   }
   builder.RegisterService(breaker_service_.get());
   builder.RegisterService(admin_service_.get());
+  // Unix sockets are bound here and chmod-ed below: until then the umask
+  // decides who may connect. Owner-only in between, whatever the umask
+  // breakerd was started with (it is process-wide, but no other thread
+  // creates files during start-up).
+  const mode_t old_umask = umask(0177);
   server_ = builder.BuildAndStart();
+  umask(old_umask);
 
   std::vector<std::string> failed;
   for (const Listener& l : listeners_) {
@@ -825,6 +907,14 @@ int ServerRunner::StartGrpc() {
   }
   for (const Listener& l : listeners_) {
     if (!l.unix_socket || !absl::StartsWith(l.address, "unix:")) continue;
+    if ((options_.unix_socket_mode & 0007) != 0) {
+      LogEvent(LogLevel::kWarn, "unix_socket_permissive",
+               {{"listen", l.address},
+                {"mode", absl::StrFormat("%04o", options_.unix_socket_mode)},
+                {"why",
+                 "any local user may connect and call the Breaker service; "
+                 "prefer 0660 with a shared group"}});
+    }
     absl::string_view path = l.address;
     absl::ConsumePrefix(&path, "unix:");
     if (absl::StartsWith(path, "//")) path.remove_prefix(2);
@@ -862,6 +952,8 @@ int ServerRunner::StartMetrics() {
   };
   const RpcStats* rpc_stats = &rpc_stats_;
   stats.rpc_methods = [rpc_stats] { return rpc_stats->Snapshot(); };
+  const AdminServiceImpl* admin = admin_service_.get();
+  stats.admin_auth_failures = [admin] { return admin->auth_failures(); };
   if (const FleetSync* fleet = fleet_.get(); fleet != nullptr) {
     stats.fleet_connected = [fleet] { return fleet->connected(); };
     stats.fleet_events = [fleet] {
@@ -870,7 +962,8 @@ int ServerRunner::StartMetrics() {
           {"published", c.published},  {"publish_failed", c.publish_failures},
           {"applied", c.applied},      {"duplicate", c.duplicates},
           {"claim_won", c.claims_won}, {"claim_lost", c.claims_lost},
-          {"connected", c.connects},   {"disconnected", c.disconnects}};
+          {"connected", c.connects},   {"disconnected", c.disconnects},
+          {"refused", c.refused}};
     };
   }
   collector_ = std::make_shared<RegistryCollector>(registry_.get(), stats);
@@ -881,9 +974,13 @@ int ServerRunner::StartMetrics() {
   callbacks.log_message = &CivetLogToJson;
   TakeDiagnostics();
   try {
-    exposer_ =
-        std::make_unique<prometheus::Exposer>(options_.metrics_listen,
-                                              /*num_threads=*/2, &callbacks);
+    exposer_ = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{
+            "listening_ports", options_.metrics_listen,  //
+            "num_threads", absl::StrCat(kMetricsWorkers), "request_timeout_ms",
+            absl::StrCat(absl::ToInt64Milliseconds(kMetricsRequestTimeout)),
+            "enable_keep_alive", "no"},
+        &callbacks);
   } catch (const std::exception& e) {
     g_metrics.store(nullptr, std::memory_order_release);
     const std::string detail = TakeDiagnostics();

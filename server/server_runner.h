@@ -63,6 +63,26 @@ inline constexpr absl::Duration kStateSaveInterval = absl::Seconds(1);
 // invalid --config.
 inline constexpr absl::string_view kLastGoodConfigSuffix = ".last-good-config";
 
+// The HTTP endpoint (civetweb) gives each connection a worker thread of its
+// own for as long as the request takes to arrive and be answered. A peer
+// holding connections open without sending a request (idle, or trickling
+// headers: slowloris) ties one worker each for at most
+// kMetricsRequestTimeout (the bound is on the whole request header, not on
+// each read, and also on each stalled write of an answer). With fewer than
+// kMetricsWorkers such connections a probe finds a free worker at once;
+// with more it waits for one to time out (SECURITY.md). Keep-alive is off:
+// an answered connection frees its worker.
+inline constexpr int kMetricsWorkers = 64;
+inline constexpr absl::Duration kMetricsRequestTimeout =
+    absl::Milliseconds(1000);
+
+// At most one "admin_auth_failed" log line per this interval.
+inline constexpr absl::Duration kAuthFailureLogInterval = absl::Seconds(1);
+
+// A token file starting with this is refused: the example overlays'
+// secretGenerator ships "REPLACE-ME-example-placeholder" in public.
+inline constexpr absl::string_view kPlaceholderTokenPrefix = "REPLACE-ME";
+
 // Process exit codes.
 inline constexpr int kExitOk = 0;            // clean shutdown
 inline constexpr int kExitRuntimeError = 1;  // cannot bind or start a server
@@ -186,6 +206,10 @@ class ServerRunner {
   // Re-reads --admin-token-file; a changed valid token replaces the old one
   // (a rotated Secret), a bad file is logged once and the old token stays.
   void ReloadAdminToken();
+  // A refused Admin call: logged as "admin_auth_failed" at most once per
+  // kAuthFailureLogInterval, with the count since the previous line.
+  void OnAdminAuthFailure(absl::string_view reason)
+      ABSL_LOCKS_EXCLUDED(auth_log_mu_);
   // Writes the --state-file if a breaker's saved state changed (logged on
   // failure).
   void PersistState();
@@ -222,6 +246,11 @@ class ServerRunner {
   // the maintenance thread and at SIGHUP.
   Mutex token_mu_;
   std::string admin_token_seen_ ABSL_GUARDED_BY(token_mu_);
+  // Rate limit of the admin_auth_failed log line.
+  Mutex auth_log_mu_;
+  uint64_t auth_failures_unlogged_ ABSL_GUARDED_BY(auth_log_mu_) = 0;
+  int64_t auth_log_last_nanos_ ABSL_GUARDED_BY(auth_log_mu_) = 0;
+  bool auth_failures_logged_once_ ABSL_GUARDED_BY(auth_log_mu_) = false;
   // breakerd_config_valid.
   std::atomic<bool> config_valid_{true};
   // --state-file: rewritten when an override changes; null without it.

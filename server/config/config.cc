@@ -192,7 +192,36 @@ std::vector<YAML::Mark> DocumentStarts(const std::string& text) {
   return std::move(handler.starts);
 }
 
-// How a node looks, for "(got ...)".
+// A character the parser stopped at: quoted if it is YAML punctuation (the
+// reason for the error, not content), else not shown (it may be a byte of
+// a secret named by mistake).
+std::string ShownIndicator(char c) {
+  if (c != '\0' && absl::string_view(",[]{}:#&*!|>'\"%@`?-").find(c) !=
+                       absl::string_view::npos) {
+    return absl::StrCat("'", absl::string_view(&c, 1), "'");
+  }
+  return "character (not shown)";
+}
+
+// What kind of node it is, without its content: for the top level, where a
+// file that is not a config at all (a token file named by mistake) lands.
+std::string DescribeShape(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "nothing";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Scalar:
+      return "a scalar, not shown";
+    default:
+      return "an undefined node";
+  }
+}
+
+// How a node looks, for "(got ...)". Quotes a scalar: only for values under
+// a known key (the file is a config, not a secret named by mistake).
 std::string Describe(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Null:
@@ -244,7 +273,8 @@ bool ReadMap(Context* ctx, const YAML::Node& node, const YAML::Mark& mark,
     ctx->Error(
         mark, path.empty() ? "(top level)" : path,
         absl::StrCat("must be a map with keys ", absl::StrJoin(known, ", "),
-                     " (got ", Describe(node), ")"));
+                     " (got ",
+                     path.empty() ? DescribeShape(node) : Describe(node), ")"));
     return false;
   }
   for (const auto& kv : node) {
@@ -658,12 +688,12 @@ absl::StatusOr<std::shared_ptr<const PolicySet>> ParseConfig(
     if (Stalled(starts)) {
       const YAML::Mark& stuck = starts.back();
       const size_t pos = static_cast<size_t>(stuck.pos);
-      return YamlError(ctx, stuck,
-                       pos < text.size()
-                           ? absl::StrCat("unexpected '",
-                                          absl::CHexEscape(text.substr(pos, 1)),
-                                          "' where a document starts")
-                           : std::string("unexpected end of input"));
+      return YamlError(
+          ctx, stuck,
+          pos < text.size()
+              ? absl::StrCat("unexpected ", ShownIndicator(text[pos]),
+                             " where a document starts")
+              : std::string("unexpected end of input"));
     }
     if (starts.size() > 1) {
       ctx.Error(starts[1], "(top level)",

@@ -126,6 +126,10 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
         "Fleet mode: states published and applied, duplicates dropped, probe "
         "claims won and lost, publish failures, connects and disconnects "
         "since start."),
+    Def("breakerd_admin_auth_failures_total", MetricKind::kCounter, {}, 0,
+        "Admin calls (ForceOpen, ForceClose, Reset) refused as "
+        "unauthenticated since start: no token configured, no authorization "
+        "metadata, or a wrong token."),
 };
 
 constexpr State kAllStates[] = {State::kClosed, State::kHalfOpen, State::kOpen,
@@ -270,6 +274,8 @@ bool FamilyExported(FamilyId id, const ProcessStats& stats) {
       return static_cast<bool>(stats.fleet_connected);
     case FamilyId::kFleetEvents:
       return static_cast<bool>(stats.fleet_events);
+    case FamilyId::kAdminAuthFailures:
+      return static_cast<bool>(stats.admin_auth_failures);
     default:
       return true;
   }
@@ -295,6 +301,11 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
   }
   if (Has(families, FamilyId::kUnknownPermits)) {
     sink->AddCount(FamilyId::kUnknownPermits, {}, registry.unknown_permits());
+  }
+  if (Has(families, FamilyId::kAdminAuthFailures) &&
+      stats.admin_auth_failures) {
+    sink->AddCount(FamilyId::kAdminAuthFailures, {},
+                   stats.admin_auth_failures());
   }
   if (Has(families, FamilyId::kFleetConnected) && stats.fleet_connected) {
     sink->AddSample(FamilyId::kFleetConnected, {},

@@ -19,7 +19,8 @@
 //                    breakerd_config_reloads_total,
 //                    breakerd_unknown_permits_total, breakerd_watch_streams,
 //                    breakerd_grpc_server_handled_total,
-//                    breakerd_grpc_server_handling_seconds (histogram)
+//                    breakerd_grpc_server_handling_seconds (histogram),
+//                    breakerd_admin_auth_failures_total
 //
 // To keep a scrape of max_breakers breakers small, per-breaker counters are
 // exported only for label combinations that have counted something (a
@@ -100,6 +101,9 @@ struct ProcessStats {
   // (breakerd_fleet_events_total{event}).
   std::function<bool()> fleet_connected;
   std::function<std::vector<std::pair<std::string, uint64_t>>()> fleet_events;
+  // Admin calls refused as unauthenticated since start
+  // (breakerd_admin_auth_failures_total); unset: the family is absent.
+  std::function<uint64_t()> admin_auth_failures;
 };
 
 // Every family, in exposition order.
@@ -122,8 +126,9 @@ enum class FamilyId : int {
   kGrpcHandlingSeconds,
   kFleetConnected,
   kFleetEvents,
+  kAdminAuthFailures,
 };
-inline constexpr int kFamilyCount = 18;
+inline constexpr int kFamilyCount = 19;
 
 enum class MetricKind { kCounter, kGauge, kHistogram };
 

@@ -69,15 +69,29 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Run(
 }
 
 grpc::Status AdminServiceImpl::Authorize(
-    const grpc::CallbackServerContext& context) const {
+    const grpc::CallbackServerContext& context) {
+  absl::string_view reason;
+  grpc::Status status = CheckAuthorization(context, &reason);
+  if (!status.ok()) {
+    auth_failures_.fetch_add(1, std::memory_order_relaxed);
+    if (on_auth_failure_) on_auth_failure_(reason);
+  }
+  return status;
+}
+
+grpc::Status AdminServiceImpl::CheckAuthorization(
+    const grpc::CallbackServerContext& context,
+    absl::string_view* reason) const {
   ReaderMutexLock lock(&mu_);
   if (expected_authorization_.empty()) {
+    *reason = "disabled";
     return Unauthenticated(
         "admin: disabled; start breakerd with --admin-token-file");
   }
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find("authorization");
   if (it == metadata.end()) {
+    *reason = "missing";
     return Unauthenticated(
         "admin: missing authorization metadata (send \"authorization: "
         "Bearer <token>\")");
@@ -85,6 +99,7 @@ grpc::Status AdminServiceImpl::Authorize(
   const absl::string_view given(it->second.data(), it->second.length());
   if (!ConstantTimeEquals(given, expected_authorization_)) {
     // Same answer for malformed and wrong, so the message reveals nothing.
+    *reason = "invalid";
     return Unauthenticated(
         "admin: invalid authorization (want \"Bearer <token>\" with the "
         "configured admin token)");

@@ -8,11 +8,14 @@
 #ifndef BREAKERD_SERVER_SERVICE_ADMIN_SERVICE_H_
 #define BREAKERD_SERVER_SERVICE_ADMIN_SERVICE_H_
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
@@ -40,6 +43,19 @@ class AdminServiceImpl final : public v1::Admin::CallbackService {
   void SetToken(const std::optional<std::string>& token)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Called on every call refused as UNAUTHENTICATED, with a short reason
+  // ("disabled", "missing", "invalid"; never what was sent), after
+  // auth_failures() counted it. REQUIRES: set before serving; thread-safe;
+  // cheap (it runs on the handler's thread).
+  void SetOnAuthFailure(std::function<void(absl::string_view reason)> hook) {
+    on_auth_failure_ = std::move(hook);
+  }
+
+  // Calls refused as UNAUTHENTICATED since construction.
+  uint64_t auth_failures() const {
+    return auth_failures_.load(std::memory_order_relaxed);
+  }
+
   // Called after every override that succeeded, before the response is
   // sent (the --state-file is written there). REQUIRES: set before serving;
   // thread-safe; never calls this service.
@@ -63,8 +79,12 @@ class AdminServiceImpl final : public v1::Admin::CallbackService {
                                   v1::AdminResponse* response) override;
 
  private:
-  // OK if the call carries the right bearer token, else UNAUTHENTICATED.
-  grpc::Status Authorize(const grpc::CallbackServerContext& context) const
+  // OK if the call carries the right bearer token, else UNAUTHENTICATED
+  // (counted and reported to the hook).
+  grpc::Status Authorize(const grpc::CallbackServerContext& context)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  grpc::Status CheckAuthorization(const grpc::CallbackServerContext& context,
+                                  absl::string_view* reason) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Runs one override: authorize, call `op`, run the hook on success, fill
@@ -78,6 +98,9 @@ class AdminServiceImpl final : public v1::Admin::CallbackService {
   Registry* const registry_;
   RpcStats* const rpc_stats_;
   std::function<void()> after_override_;
+  std::function<void(absl::string_view)> on_auth_failure_;
+
+  std::atomic<uint64_t> auth_failures_{0};
 
   mutable SharedMutex mu_;
   // "Bearer <token>", or empty when admin is disabled.

@@ -1,5 +1,9 @@
 #include "server/service/trace_writer.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -13,11 +17,38 @@ namespace breakerd {
 
 absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(
     const std::string& path, uint64_t max_bytes) {
-  std::FILE* file = std::fopen(path.c_str(), "a");
+  // O_NOFOLLOW: a symlink planted at the path must not redirect breakerd's
+  // writes; 0600: the trace names every dependency. O_NONBLOCK only so a
+  // FIFO found there cannot hang the start (it is then refused).
+  const int fd = ::open(
+      path.c_str(),
+      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+      0600);
+  if (fd < 0) {
+    const int error = errno;
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace-file ", path, ": cannot open for appending: ",
+                     error == ELOOP ? "it is a symlink (not followed)"
+                                    : std::strerror(error)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace-file ", path, ": not a regular file"));
+  }
+  ::fcntl(fd, F_SETFL, O_WRONLY | O_APPEND);
+  // A file left by an older breakerd (0644) is made owner-only too.
+  if (st.st_uid == ::geteuid() && (st.st_mode & 077) != 0) {
+    ::fchmod(fd, st.st_mode & 0700);
+  }
+  std::FILE* file = ::fdopen(fd, "a");
   if (file == nullptr) {
+    const int error = errno;
+    ::close(fd);
     return absl::InvalidArgumentError(
         absl::StrCat("trace-file ", path,
-                     ": cannot open for appending: ", std::strerror(errno)));
+                     ": cannot open for appending: ", std::strerror(error)));
   }
   std::fseek(file, 0, SEEK_END);
   const long size = std::ftell(file);

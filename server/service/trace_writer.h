@@ -26,8 +26,10 @@ namespace breakerd {
 
 class TraceWriter {
  public:
-  // Opens `path` for appending. Returns an error naming the path if it
-  // cannot be opened. REQUIRES: max_bytes > 0.
+  // Opens `path` for appending, creating it owner-only (0600; an existing
+  // file of ours loses its group and other bits). A symlink at `path` is not
+  // followed, and anything but a regular file is refused. Returns an error
+  // naming the path if it cannot be opened. REQUIRES: max_bytes > 0.
   static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(
       const std::string& path, uint64_t max_bytes);
   ~TraceWriter();

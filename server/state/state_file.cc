@@ -200,14 +200,23 @@ absl::StatusOr<std::vector<SavedBreaker>> ParseState(absl::string_view text) {
     if (line_no == 1) {
       if (line == kStateFileHeader) continue;
       constexpr absl::string_view kMagic = "breakerd-state ";
-      if (absl::StartsWith(line, kMagic)) {
-        return LineError(1, absl::StrCat("header: unsupported version ",
-                                         Quote(line.substr(kMagic.size())),
-                                         "; this breakerd reads \"",
+      // Only a version made of digits is quoted: a first line that is not
+      // a state file's header may be a secret named by mistake (the token
+      // file), and an error message goes to the log.
+      const absl::string_view version = line.substr(
+          absl::StartsWith(line, kMagic) ? kMagic.size() : line.size());
+      if (absl::StartsWith(line, kMagic) && !version.empty() &&
+          version.size() <= 9 &&
+          std::all_of(version.begin(), version.end(),
+                      [](char c) { return c >= '0' && c <= '9'; })) {
+        return LineError(1, absl::StrCat("header: unsupported version \"",
+                                         version, "\"; this breakerd reads \"",
                                          kStateFileHeader, "\""));
       }
-      return LineError(1, absl::StrCat("header: must be \"", kStateFileHeader,
-                                       "\" (got ", Quote(line), ")"));
+      return LineError(
+          1, absl::StrCat("header: must be \"", kStateFileHeader,
+                          "\" (got a first line of ", line.size(),
+                          " bytes, not shown: is this a state file?)"));
     }
 
     if (line.empty()) return LineError(line_no, "empty line");
@@ -283,7 +292,7 @@ absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view text) {
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   const int fd = ::open(
-      tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+      tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return ErrnoError(errno, path, absl::StrCat("creating ", tmp));
 
   // Until the rename, a failure leaves `path` alone and removes tmp.
@@ -325,7 +334,10 @@ absl::Status WriteFileAtomically(const std::string& path,
 absl::StatusOr<std::vector<SavedBreaker>> ReadStateFile(
     const std::string& path) {
   // O_NONBLOCK: a FIFO put there by mistake must not hang the start-up.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  // O_NOFOLLOW: breakerd writes this file itself (never a symlink), so a
+  // symlink here is a mistake or a plant, and is not followed.
+  const int fd =
+      ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) return ErrnoError(errno, path, "opening");
   struct stat st;
   if (::fstat(fd, &st) != 0) {

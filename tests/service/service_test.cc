@@ -27,6 +27,7 @@
 namespace breakerd {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::UnorderedElementsAre;
@@ -802,6 +803,23 @@ TEST_F(ServiceTest, AdminWithWrongTokenIsUnauthenticated) {
       CallAdmin(&v1::Admin::Stub::Reset, "svc/a", "Bearer nope", &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(registry_->size(), 0u);
+}
+
+// Every refusal is counted (breakerd_admin_auth_failures_total) and handed
+// to the hook (the runner's rate-limited log line) with a reason, never
+// with what was sent; an authorized call is neither.
+TEST_F(ServiceTest, AdminRefusalsAreCountedAndReportedWithAReasonOnly) {
+  std::vector<std::string> reasons;
+  admin_service_->SetOnAuthFailure(
+      [&](absl::string_view reason) { reasons.emplace_back(reason); });
+  v1::AdminResponse resp;
+  CallAdmin(&v1::Admin::Stub::ForceOpen, "svc/a", std::nullopt, &resp);
+  CallAdmin(&v1::Admin::Stub::ForceOpen, "svc/a", "Bearer guess-1", &resp);
+  CallAdmin(&v1::Admin::Stub::Reset, "svc/a", "Bearer guess-2", &resp);
+  EXPECT_TRUE(
+      CallAdmin(&v1::Admin::Stub::ForceOpen, "svc/a", kBearer, &resp).ok());
+  EXPECT_EQ(admin_service_->auth_failures(), 3u);
+  EXPECT_THAT(reasons, ElementsAre("missing", "invalid", "invalid"));
 }
 
 TEST_F(ServiceTest, AdminDisabledIsUnauthenticated) {

@@ -1,5 +1,8 @@
 #include "server/service/trace_writer.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -65,6 +68,39 @@ TEST(TraceWriterTest, UnwritablePathIsAnErrorNamingIt) {
   ASSERT_FALSE(writer.ok());
   EXPECT_TRUE(absl::StrContains(writer.status().message(),
                                 "/nonexistent-dir/trace.jsonl"));
+}
+
+// The trace names every dependency: created owner-only whatever the umask.
+TEST(TraceWriterTest, CreatesTheFileOwnerOnly) {
+  const std::string path = testing::TempDir() + "/trace_mode.jsonl";
+  std::remove(path.c_str());
+  const mode_t old_umask = ::umask(0);
+  auto writer = TraceWriter::Open(path, 100);
+  ::umask(old_umask);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << std::oct << (st.st_mode & 07777);
+}
+
+// A symlink planted at the trace path must not redirect the writes.
+TEST(TraceWriterTest, APlantedSymlinkIsNotFollowed) {
+  const std::string target = testing::TempDir() + "/trace_target.txt";
+  const std::string path = testing::TempDir() + "/trace_link.jsonl";
+  std::remove(path.c_str());
+  std::ofstream(target) << "precious\n";
+  ASSERT_EQ(::symlink(target.c_str(), path.c_str()), 0);
+  auto writer = TraceWriter::Open(path, 1000);
+  EXPECT_FALSE(writer.ok());
+  if (writer.ok()) {
+    v1::ReportRequest report;
+    report.set_dependency("svc/a");
+    (*writer)->Record(report);
+  }
+  writer = absl::InternalError("closed");
+  EXPECT_EQ(ReadAll(target), "precious\n");
+  std::remove(path.c_str());
+  std::remove(target.c_str());
 }
 
 }  // namespace

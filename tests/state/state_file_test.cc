@@ -23,6 +23,7 @@ namespace {
 
 using absl::Seconds;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class RecordingObserver : public TransitionObserver {
  public:
@@ -482,6 +483,48 @@ TEST_F(StateFileIoTest, ADirectoryIsNotAStateFile) {
   absl::StatusOr<std::vector<SavedBreaker>> read = ReadStateFile(path_);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(read.status().message()), HasSubstr(path_));
+}
+
+// Whoever shares the directory (or a permissive umask) cannot read which
+// dependencies were forced: the file is the owner's alone.
+TEST_F(StateFileIoTest, WrittenFileIsOwnerOnlyWhateverTheUmask) {
+  const mode_t old_umask = ::umask(0);
+  absl::Status written =
+      WriteStateFile(path_, {Saved("dep/a", State::kForcedOpen, 0, 0)});
+  ::umask(old_umask);
+  ASSERT_TRUE(written.ok()) << written;
+  struct stat st;
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << std::oct << (st.st_mode & 07777);
+}
+
+// breakerd writes the state file itself, never as a symlink: one found
+// there (a mistake, or planted) is not followed, so its target is neither
+// parsed nor quoted.
+TEST_F(StateFileIoTest, ASymlinkIsNotFollowed) {
+  const std::string target = absl::StrCat(dir_, "/target");
+  std::ofstream(target) << "breakerd-state 1\ndep/a forced_open 0 0\n";
+  ASSERT_EQ(::symlink(target.c_str(), path_.c_str()), 0);
+  absl::StatusOr<std::vector<SavedBreaker>> read = ReadStateFile(path_);
+  EXPECT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr(path_));
+}
+
+// --state-file naming the token file by mistake: the error says the first
+// line is not a header, without quoting any of it.
+TEST_F(StateFileIoTest, AFirstLineThatIsNotAHeaderIsNotQuoted) {
+  constexpr char kSecret[] = "s3cret-T0KEN-never-quoted";
+  std::ofstream(path_) << kSecret << "\n";
+  absl::StatusOr<std::vector<SavedBreaker>> read = ReadStateFile(path_);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(read.status().message());
+  EXPECT_THAT(message, HasSubstr("line 1: header: must be"));
+  EXPECT_THAT(message, Not(HasSubstr("s3cret"))) << message;
+  EXPECT_THAT(message, Not(HasSubstr("T0KEN"))) << message;
+  // Nor when it starts like a header.
+  std::ofstream(path_) << "breakerd-state " << kSecret << "\n";
+  read = ReadStateFile(path_);
+  EXPECT_THAT(std::string(read.status().message()), Not(HasSubstr("s3cret")));
 }
 
 // StateSaver: overrides reach the file when they change, not only at
