@@ -204,6 +204,37 @@ def main():
     w(f"Targets: each call within {RPC_P50_TARGET}x of the floor (p50) and "
       f"p99 within {RPC_P99_TARGET}x.\n")
 
+    # --- under abuse --------------------------------------------------------
+    abuse = load(f"{d}/abuse/abuse.json")
+    if abuse and abuse.get("phases"):
+        w("## Acquire under abuse (bench/abuse/run.sh)\n")
+        w(f"breakerd pinned to one core with {abuse['breakers']:,} breakers; "
+          f"a victim keeps one Acquire in flight on its own connection for "
+          f"{abuse['duration_s']:.0f} s per phase while "
+          f"{abuse['abusers']} other processes (nice {abuse['abuser_nice']}, "
+          f"on the other cores) loop one full-registry read as fast as "
+          f"breakerd answers (issue 13). `> {abuse['deadline_ms']} ms`: "
+          f"victim Acquires slower than the clients' deadline. Abuser "
+          f"operations: completed / refused (RESOURCE_EXHAUSTED) / failed "
+          f"otherwise. breakerd's CPU share (of its one core) and VmHWM "
+          f"(peak reset at each phase start) / VmRSS at the phase end. "
+          f"breakerd: {abuse.get('label') or 'unlabelled'}.\n")
+        w(f"| abuse | victim Acquires | p50 ms | p99 ms | max ms | "
+          f"> {abuse['deadline_ms']} ms | abuser ops ok / refused / failed | "
+          f"breakerd CPU % | VmHWM / VmRSS MiB |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        for ph in abuse["phases"]:
+            v, a, b = ph["victim"], ph["abuse"], ph["breakerd"]
+            ops = (f"{a['ok']:,} / {a['refused']:,} / {a['other']:,}"
+                   if ph["abusers"] else "—")
+            peak = (f"{b['vm_hwm_kib'] / 1024:.1f} / {b['vm_rss_kib'] / 1024:.1f}"
+                    if b["vm_hwm_kib"] >= 0 else "—")
+            cpu = f"{b['cpu_percent']:.0f}" if b["cpu_percent"] >= 0 else "—"
+            w(f"| {ph['what']} | {v['calls']:,} | {v['p50_ms']:.2f} | "
+              f"{v['p99_ms']:.2f} | {v['max_ms']:.2f} | {v['over_deadline']:,} "
+              f"| {ops} | {cpu} | {peak} |")
+        w("")
+
     # --- fleet mode ---------------------------------------------------------
     fleet = os.path.join(d, "fleet", "fleet.txt")
     if os.path.exists(fleet):

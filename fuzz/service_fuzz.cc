@@ -51,7 +51,10 @@
 //  - Watch: the initial states first (one per distinct name, or every
 //    breaker), then every transition of the watched breakers in order: per
 //    dependency the generations run on by exactly one, and their number is
-//    exactly what the registry's generations say happened.
+//    exactly what the registry's generations say happened. A Watch of
+//    every dependency reads its initial states shard by shard as the client
+//    reads: each is at or after the stream's start, then the generations
+//    run on by one to the current one (see CheckWatchAll).
 //  - After the reset at the end, every breaker is idle and evicted.
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -856,13 +859,12 @@ class Session {
       auto it = m.find(name);
       return it == m.end() ? floor : it->second;
     };
-    std::vector<std::string> watched = w.names;
-    size_t initial = w.names.size();
     if (w.all) {
-      watched.clear();
-      for (const auto& [name, g] : now) watched.push_back(name);
-      initial = w.generation_at_start.size();
+      CheckWatchAll(w, now, gen);
+      return;
     }
+    const std::vector<std::string>& watched = w.names;
+    const size_t initial = w.names.size();
     size_t owed = initial;
     for (const std::string& name : watched) {
       owed += gen(now, name) - gen(w.generation_at_start, name);
@@ -878,12 +880,12 @@ class Session {
           absl::StrCat(w.what, " message ", i, ": ", c.ShortDebugString());
       FUZZ_CHECK(c.state() >= 1 && c.state() <= 5, what);
       FUZZ_CHECK(ValidProtoDuration(c.retry_after()), what);
-      FUZZ_CHECK(w.all || std::find(w.names.begin(), w.names.end(),
-                                    c.dependency()) != w.names.end(),
+      FUZZ_CHECK(std::find(w.names.begin(), w.names.end(), c.dependency()) !=
+                     w.names.end(),
                  what, " not watched");
       if (i < initial) {
         FUZZ_CHECK(c.reason() == "initial" && c.previous() == 0, what);
-        if (!w.all) FUZZ_CHECK(c.dependency() == w.names[i], what);
+        FUZZ_CHECK(c.dependency() == w.names[i], what);
         FUZZ_CHECK(c.generation() == gen(w.generation_at_start, c.dependency()),
                    what);
         FUZZ_CHECK(last.count(c.dependency()) == 0, what, " twice");
@@ -906,20 +908,89 @@ class Session {
     }
     for (const std::string& name : watched) {
       const absl::StatusOr<BreakerSnapshot> s = f_.registry.Get(name);
-      // A breaker created after a watch-all stream started and never moved
-      // owes no message.
       if (!s.ok() || last_state.count(name) == 0) {
-        FUZZ_CHECK(!s.ok() || (w.all && s->generation == floor), w.what, " ",
-                   name, " sent nothing");
+        FUZZ_CHECK(!s.ok(), w.what, " ", name, " sent nothing");
         continue;
       }
-      FUZZ_CHECK(gen(last, name) == s->generation, w.what, " ", name);
-      const int state = static_cast<int>(s->state);
-      FUZZ_CHECK(
-          last_state[name] == state || (last_state[name] == v1::STATE_OPEN &&
-                                        state == v1::STATE_HALF_OPEN),
-          w.what, " ", name, " last sent ", last_state[name], " is ", state);
+      CheckLastSent(w, name, gen(last, name), last_state[name], *s);
     }
+    CancelAndDrain(w);
+  }
+
+  // A Watch of every dependency reads the registry shard by shard as the
+  // client reads (WatchHub), so a breaker's initial state is the one it had
+  // when its shard was read: at or after the stream started. Every initial
+  // state goes out before any transition; a transition follows only the
+  // initial state (or, for a breaker created after its shard was read, the
+  // creation) it continues. Reads until every breaker has sent its current
+  // generation; a breaker created after the start that never moved may send
+  // its initial state or nothing (its shard may have been read before).
+  template <typename Gen>
+  void CheckWatchAll(OpenWatch& w, const std::map<std::string, uint64_t>& now,
+                     const Gen& gen) {
+    const uint64_t floor = f_.registry.generation_floor();
+    std::map<std::string, uint64_t> last;  // generation last seen
+    std::map<std::string, int> last_state;
+    auto owed = [&] {
+      for (const auto& [name, g] : now) {
+        const bool existed = w.generation_at_start.count(name) == 1;
+        const bool seen = last.count(name) == 1;
+        if ((existed || g != floor) && (!seen || last[name] != g)) return true;
+      }
+      return false;
+    };
+    bool transitions_started = false;
+    for (size_t i = 0; owed(); ++i) {
+      v1::StateChange c;
+      FUZZ_CHECK(w.reader->Read(&c), w.what, " ended after ", i,
+                 " messages: ", StatusText(w.reader->Finish()));
+      const std::string what =
+          absl::StrCat(w.what, " message ", i, ": ", c.ShortDebugString());
+      FUZZ_CHECK(c.state() >= 1 && c.state() <= 5, what);
+      FUZZ_CHECK(ValidProtoDuration(c.retry_after()), what);
+      FUZZ_CHECK(now.count(c.dependency()) == 1, what, " no such breaker");
+      if (c.reason() == "initial") {
+        FUZZ_CHECK(!transitions_started, what, " after a transition");
+        FUZZ_CHECK(c.previous() == 0, what);
+        FUZZ_CHECK(last.count(c.dependency()) == 0, what, " twice");
+        FUZZ_CHECK(
+            c.generation() >= gen(w.generation_at_start, c.dependency()) &&
+                c.generation() <= gen(now, c.dependency()),
+            what, " outside [start, now]");
+      } else {
+        transitions_started = true;
+        FUZZ_CHECK(c.previous() >= 1 && c.previous() <= 5, what);
+        FUZZ_CHECK(last.count(c.dependency()) == 1 ||
+                       w.generation_at_start.count(c.dependency()) == 0,
+                   what, " before its initial state");
+        FUZZ_CHECK(c.generation() == gen(last, c.dependency()) + 1, what,
+                   " after generation ", gen(last, c.dependency()));
+      }
+      last[c.dependency()] = c.generation();
+      last_state[c.dependency()] = c.state();
+    }
+    for (const auto& [name, g] : now) {
+      if (last.count(name) == 0) continue;  // created, never moved
+      const absl::StatusOr<BreakerSnapshot> s = f_.registry.Get(name);
+      FUZZ_CHECK(s.ok(), w.what, " ", name);
+      CheckLastSent(w, name, last[name], last_state[name], *s);
+    }
+    CancelAndDrain(w);
+  }
+
+  // The last message sent for `name` says its current generation and state
+  // (an open breaker may have become half-open since, without a message).
+  void CheckLastSent(const OpenWatch& w, const std::string& name,
+                     uint64_t generation, int sent_state,
+                     const BreakerSnapshot& s) {
+    FUZZ_CHECK(generation == s.generation, w.what, " ", name);
+    const int state = static_cast<int>(s.state);
+    FUZZ_CHECK(sent_state == state || (sent_state == v1::STATE_OPEN &&
+                                       state == v1::STATE_HALF_OPEN),
+               w.what, " ", name, " last sent ", sent_state, " is ", state);
+  }
+
+  void CancelAndDrain(OpenWatch& w) {
     w.ctx->TryCancel();
     v1::StateChange extra;
     while (w.reader->Read(&extra)) {

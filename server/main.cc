@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "absl/time/time.h"
 #include "server/config/config.h"
 #include "server/log/json_log.h"
+#include "server/metrics/dependency_label.h"
 #include "server/server_runner.h"
 
 #ifndef BREAKERD_VERSION
@@ -60,6 +62,15 @@ ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
           "host:port of the HTTP endpoint serving /metrics (Prometheus), "
           "/healthz (liveness) and /readyz (readiness: 503 while starting or "
           "shutting down). Port 0 picks a free port.");
+ABSL_FLAG(std::string, metrics_dependency_label, "name",
+          "What /metrics puts in the dependency label of the per-breaker "
+          "families: name (the dependency name), hash (\"h\" and 16 hex "
+          "digits of FNV-1a 64 of the name: the same in every process, so "
+          "dashboards and alerts still work per dependency while names stay "
+          "private; `breakerctl hash-label NAME` prints it), or omit (no "
+          "dependency label: counters and histograms summed over every "
+          "dependency, breakerd_state and breakerd_failure_rate not "
+          "exported).");
 ABSL_FLAG(std::string, admin_token_file, "",
           "File holding the bearer token for the Admin service (ForceOpen, "
           "ForceClose, Reset); surrounding whitespace is trimmed and an empty "
@@ -94,6 +105,11 @@ ABSL_FLAG(int, max_watch_streams, 1024,
 ABSL_FLAG(int, watch_queue, 1024,
           "Most transitions queued for one Watch stream whose client reads "
           "too slowly; past it the stream ends with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, read_all_breakers_per_second, 50000,
+          "Breakers read per second, on average, by calls that read every "
+          "breaker (ListStates, Watch of every dependency); past it they "
+          "get RESOURCE_EXHAUSTED with a time to retry, so that they cannot "
+          "take the CPU that other callers' Acquire needs.");
 ABSL_FLAG(std::string, unix_socket_mode, "0660",
           "Permission bits (octal) of unix-socket listeners: who may call "
           "breakerd through the socket (owner and group by default).");
@@ -151,6 +167,7 @@ constexpr FlagDoc kFlagDocs[] = {
     {"check_config", "FILE"},
     {"listen", "ADDR[,ADDR...]"},
     {"metrics_listen", "HOST:PORT"},
+    {"metrics_dependency_label", "name|hash|omit"},
     {"admin_token_file", "PATH"},
     {"config_poll_interval", "DURATION"},
     {"evict_interval", "DURATION"},
@@ -160,6 +177,7 @@ constexpr FlagDoc kFlagDocs[] = {
     {"max_message_bytes", "BYTES"},
     {"max_watch_streams", "N"},
     {"watch_queue", "N"},
+    {"read_all_breakers_per_second", "N"},
     {"unix_socket_mode", "OCTAL"},
     {"state_file", "PATH"},
     {"state_stale_after", "DURATION"},
@@ -397,6 +415,17 @@ int main(int argc, char** argv) {
   }
   options.metrics_listen = std::string(
       absl::StripAsciiWhitespace(absl::GetFlag(FLAGS_metrics_listen)));
+  {
+    const std::string label = absl::GetFlag(FLAGS_metrics_dependency_label);
+    const std::optional<breakerd::DependencyLabel> parsed =
+        breakerd::ParseDependencyLabel(label);
+    if (!parsed.has_value()) {
+      return ConfigError(absl::StrCat("metrics-dependency-label: want one of ",
+                                      breakerd::kDependencyLabelChoices,
+                                      " (got \"", label, "\")"));
+    }
+    options.metrics_dependency_label = *parsed;
+  }
   options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   options.config_poll_interval = absl::GetFlag(FLAGS_config_poll_interval);
   options.evict_interval = absl::GetFlag(FLAGS_evict_interval);
@@ -407,10 +436,13 @@ int main(int argc, char** argv) {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_watch_streams = absl::GetFlag(FLAGS_max_watch_streams);
   options.watch_queue = absl::GetFlag(FLAGS_watch_queue);
+  options.read_all_breakers_per_second =
+      absl::GetFlag(FLAGS_read_all_breakers_per_second);
   const std::pair<const char*, int> limits[] = {
       {"max-message-bytes", options.max_message_bytes},
       {"max-watch-streams", options.max_watch_streams},
       {"watch-queue", options.watch_queue},
+      {"read-all-breakers-per-second", options.read_all_breakers_per_second},
   };
   for (const auto& [name, value] : limits) {
     if (value < 1) {

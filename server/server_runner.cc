@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iterator>
 #include <utility>
+#include <vector>
 
 #include "CivetServer.h"
 #include "absl/base/const_init.h"
@@ -36,8 +37,6 @@
 #include "grpc/support/log.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
-#include "prometheus/exposer.h"
 #include "server/config/config.h"
 #include "server/engine/clock.h"
 #include "server/engine/registry.h"
@@ -45,9 +44,11 @@
 #include "server/fleet/redis_store.h"
 #include "server/log/json_log.h"
 #include "server/metrics/collector.h"
+#include "server/metrics/scrape_limiter.h"
 #include "server/metrics/text_format.h"
 #include "server/service/admin_service.h"
 #include "server/service/breaker_service.h"
+#include "server/service/health_service.h"
 #include "server/service/watch_hub.h"
 #include "server/state/state_file.h"
 #include "server/state/state_saver.h"
@@ -56,9 +57,6 @@ namespace breakerd {
 namespace {
 
 constexpr size_t kMaxTokenBytes = 4096;
-
-// Where the Exposer serves prometheus-cpp's own rendering of the metrics.
-constexpr char kPrometheusCppPath[] = "/metrics-prometheus-cpp";
 
 // What /readyz answers. Process-wide because civetweb's callbacks are plain
 // function pointers without a user argument of ours; one runner per process.
@@ -214,31 +212,31 @@ int AnswerProbe(struct mg_connection* conn, absl::string_view path, bool head) {
   return Respond(conn, head, status, reason, body);
 }
 
-// What /metrics serves; set while the metrics server runs. Process-wide for
-// the same reason as g_phase.
+// What /metrics serves and what bounds it; set while the metrics server
+// runs. Process-wide for the same reason as g_phase.
 std::atomic<const RegistryCollector*> g_metrics{nullptr};
+std::atomic<ScrapeLimiter*> g_scrape_limiter{nullptr};
 
-// Room left in front of the /metrics body for the status line and headers
-// (about 160 bytes), so that the whole response goes out in one mg_write
-// although its Content-Length is known only once the body is written.
-constexpr size_t kMetricsHeadRoom = 256;
+// The pieces of the exposition being written, one buffer per ScrapeLimiter
+// slot: reused, so the memory scrapes keep stays at one piece per slot,
+// whichever of the kMetricsWorkers threads serve them.
+std::string g_scrape_buffers[ScrapeLimits::kDefaultConcurrent];
 
-// The /metrics renderings in progress at once (a third concurrent scrape
-// gets 503). With kMetricsWorkers threads, a buffer per request would end
-// up cached in many malloc arenas (one exposition is ~20 MB at 10,000
-// breakers); these buffers are reused instead, so the memory /metrics
-// keeps is bounded by kConcurrentScrapes expositions.
-constexpr int kConcurrentScrapes = 2;
-struct ScrapeSlot {
-  std::atomic<bool> busy{false};
-  std::string text;  // owned by whoever set busy
-};
-ScrapeSlot g_scrape_slots[kConcurrentScrapes];
+// Writes all of `bytes`; false if the connection failed or timed out.
+bool WriteAll(struct mg_connection* conn, absl::string_view bytes) {
+  return mg_write(conn, bytes.data(), bytes.size()) ==
+         static_cast<int>(bytes.size());
+}
 
 // /metrics: the text format written straight from the Registry
-// (RegistryCollector::AppendText), not prometheus-cpp's serializer, which
-// costs ten times as much for the same samples.
-int AnswerMetrics(struct mg_connection* conn, absl::string_view method) {
+// (RegistryCollector::WriteText), not prometheus-cpp's serializer, which
+// costs ten times as much for the same samples. The answer is streamed:
+// HTTP/1.1 chunked (a cut answer shows as incomplete), or for HTTP/1.0 a
+// body that ends when the connection closes. HEAD renders nothing.
+int AnswerMetrics(struct mg_connection* conn,
+                  const struct mg_request_info& info) {
+  const absl::string_view method =
+      info.request_method != nullptr ? info.request_method : "";
   const bool head = method == "HEAD";
   if (method != "GET" && !head) {
     return Respond(conn, false, 405, "Method Not Allowed", "use GET or HEAD\n",
@@ -246,55 +244,66 @@ int AnswerMetrics(struct mg_connection* conn, absl::string_view method) {
   }
   const RegistryCollector* collector =
       g_metrics.load(std::memory_order_acquire);
-  if (collector == nullptr) {
+  ScrapeLimiter* limiter = g_scrape_limiter.load(std::memory_order_acquire);
+  if (collector == nullptr || limiter == nullptr) {
     return Respond(conn, head, 503, "Service Unavailable", "starting\n");
   }
-  ScrapeSlot* slot = nullptr;
-  for (ScrapeSlot& candidate : g_scrape_slots) {
-    bool expected = false;
-    if (candidate.busy.compare_exchange_strong(expected, true,
-                                               std::memory_order_acquire)) {
-      slot = &candidate;
-      break;
+  const bool chunked = info.http_version == nullptr ||
+                       absl::string_view(info.http_version) != "1.0";
+  const std::string response_head =
+      absl::StrCat("HTTP/1.1 200 OK\r\nContent-Type: ", kTextFormatContentType,
+                   chunked ? "\r\nTransfer-Encoding: chunked" : "",
+                   "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n");
+  if (head) {
+    WriteAll(conn, response_head);
+    return 200;
+  }
+  const ScrapeLimiter::Admission admission =
+      limiter->Begin(collector->registry_size());
+  if (!admission.admitted) {
+    return Respond(
+        conn, /*head=*/false, 503, "Service Unavailable",
+        absl::StrCat(admission.reason, "\n"),
+        absl::StrCat("Retry-After: ", admission.retry_after_seconds, "\r\n"));
+  }
+  const Clock* clock = MonotonicClock::Get();
+  const absl::Time deadline = clock->Now() + kScrapeDeadline;
+  bool first = true;
+  auto write_piece = [&](absl::string_view piece) {
+    if (clock->Now() > deadline) return false;  // cut: a reader too slow
+    if (chunked) {
+      const std::string size_line =
+          absl::StrCat(first ? "" : "\r\n", absl::Hex(piece.size()), "\r\n");
+      if (!WriteAll(conn, size_line)) return false;
     }
+    first = false;
+    return WriteAll(conn, piece);
+  };
+  if (WriteAll(conn, response_head) &&
+      collector->WriteText(kExpositionChunkBytes,
+                           &g_scrape_buffers[admission.slot], write_piece) &&
+      chunked) {
+    WriteAll(conn, first ? "0\r\n\r\n" : "\r\n0\r\n\r\n");
   }
-  if (slot == nullptr) {
-    return Respond(conn, head, 503, "Service Unavailable",
-                   "too many scrapes at once; retry\n", "Retry-After: 1\r\n");
-  }
-  std::string& response = slot->text;  // keeps its capacity between scrapes
-  response.assign(kMetricsHeadRoom, ' ');
-  collector->AppendText(&response);
-  const size_t body_size = response.size() - kMetricsHeadRoom;
-  const std::string head_text =
-      ResponseHead(200, "OK", kTextFormatContentType, body_size);
-  if (head || head_text.size() > kMetricsHeadRoom) {
-    mg_write(conn, head_text.data(), head_text.size());
-    if (!head) mg_write(conn, response.data() + kMetricsHeadRoom, body_size);
-  } else {
-    const size_t start = kMetricsHeadRoom - head_text.size();
-    memcpy(&response[start], head_text.data(), head_text.size());
-    mg_write(conn, response.data() + start, response.size() - start);
-  }
-  slot->busy.store(false, std::memory_order_release);
+  limiter->End(admission.slot);
   return 200;
 }
 
-// civetweb's begin_request hook: answers /metrics and the Kubernetes probes
-// itself, and lets every other path fall through to the Exposer (which
-// serves prometheus-cpp's rendering of the same Collectable at
-// kPrometheusCppPath, and 404 for anything else).
+// civetweb's begin_request hook: answers every request itself (/metrics,
+// the Kubernetes probes, 404 for any other path).
 int BeginRequest(struct mg_connection* conn) {
   const struct mg_request_info* info = mg_get_request_info(conn);
-  if (info == nullptr || info->local_uri == nullptr) return 0;
-  const absl::string_view path = info->local_uri;
-  const absl::string_view method =
-      info->request_method != nullptr ? info->request_method : "";
-  if (path == "/metrics") return AnswerMetrics(conn, method);
+  const absl::string_view path =
+      info != nullptr && info->local_uri != nullptr ? info->local_uri : "";
+  const bool head = info != nullptr && info->request_method != nullptr &&
+                    absl::string_view(info->request_method) == "HEAD";
+  if (path == "/metrics") return AnswerMetrics(conn, *info);
   if (path == "/healthz" || path == "/readyz") {
-    return AnswerProbe(conn, path, method == "HEAD");
+    return AnswerProbe(conn, path, head);
   }
-  return 0;
+  return Respond(conn, head, 404, "Not Found",
+                 "not found: this port serves /metrics, /healthz and "
+                 "/readyz\n");
 }
 
 // For a "unix:" listen address: fails clearly if the directory is missing,
@@ -364,19 +373,38 @@ absl::Status PrepareUnixSocket(absl::string_view address) {
   return absl::OkStatus();
 }
 
+// True if this process is in group `gid` (effective or supplementary).
+bool InOwnGroups(gid_t gid) {
+  if (gid == getegid()) return true;
+  const int n = getgroups(0, nullptr);
+  if (n <= 0) return false;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  const int got = getgroups(n, groups.data());
+  return got > 0 && std::find(groups.begin(), groups.begin() + got, gid) !=
+                        groups.begin() + got;
+}
+
 // Logs a warning if the secret file `path` (symlinks followed, as a
 // Kubernetes Secret volume is mounted) may be read or written by others
-// than its owner.
+// than breakerd: any "other" bit, group write, or group read by a group
+// breakerd is not in. Group read by breakerd's own group is how Kubernetes
+// gives a non-root container its Secret (defaultMode 0400 with the pod's
+// fsGroup makes the file 0440, group fsGroup), so that is not warned about.
 void WarnIfSecretFileIsShared(const std::string& path, absl::string_view flag) {
   struct stat st;
-  if (stat(path.c_str(), &st) != 0 || (st.st_mode & 0066) == 0) return;
+  if (stat(path.c_str(), &st) != 0) return;
+  const bool shared = (st.st_mode & 0027) != 0 ||
+                      ((st.st_mode & 0040) != 0 && !InOwnGroups(st.st_gid));
+  if (!shared) return;
   LogEvent(LogLevel::kWarn, "secret_file_permissive",
            {{"flag", flag},
             {"path", path},
             {"mode", absl::StrFormat("%04o", st.st_mode & 07777)},
+            {"gid", static_cast<int64_t>(st.st_gid)},
             {"why",
-             "group or other users may read it; make it 0400 or 0600 "
-             "(Kubernetes: the Secret volume's defaultMode)"}});
+             "other users may read or write it; make it 0400 or 0600, or "
+             "0440 with breakerd's own group (Kubernetes: the Secret "
+             "volume's defaultMode 0400 and the pod's fsGroup)"}});
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
@@ -495,14 +523,17 @@ ServerRunner::~ServerRunner() {
   // Reverse order of dependency: nothing may outlive what it points to.
   StopSignalThread();
   StopMaintenanceThread();
-  exposer_.reset();
+  http_server_.reset();
   g_metrics.store(nullptr, std::memory_order_release);
+  g_scrape_limiter.store(nullptr, std::memory_order_release);
   collector_.reset();
   if (server_ != nullptr) {
     watch_hub_->Shutdown();
+    health_service_->Shutdown();
     server_->Shutdown(std::chrono::system_clock::now());
     server_.reset();
   }
+  health_service_.reset();
   admin_service_.reset();
   breaker_service_.reset();
   reloader_.reset();
@@ -624,9 +655,11 @@ int ServerRunner::LoadConfig() {
 
   transition_logger_ = std::make_unique<TransitionLogger>();
   registry_ = std::make_unique<Registry>(policies, MonotonicClock::Get());
+  read_limiter_ = std::make_unique<ReadLimiter>(
+      MonotonicClock::Get(), options_.read_all_breakers_per_second);
   watch_hub_ = std::make_unique<WatchHub>(
       registry_.get(), static_cast<size_t>(options_.max_watch_streams),
-      static_cast<size_t>(options_.watch_queue));
+      static_cast<size_t>(options_.watch_queue), read_limiter_.get());
   registry_->AddObserver(transition_logger_.get());
   registry_->AddObserver(watch_hub_.get());
   if (!options_.state_file.empty()) {
@@ -864,7 +897,7 @@ int ServerRunner::StartGrpc() {
   }
   breaker_service_ = std::make_unique<BreakerServiceImpl>(
       registry_.get(), watch_hub_.get(), &call_tracker_, &rpc_stats_,
-      trace_.get());
+      trace_.get(), read_limiter_.get());
   admin_service_ = std::make_unique<AdminServiceImpl>(
       registry_.get(), admin_token_, &rpc_stats_);
   // An override is on disk before the operator hears it took.
@@ -872,12 +905,18 @@ int ServerRunner::StartGrpc() {
   admin_service_->SetOnAuthFailure(
       [this](absl::string_view reason) { OnAdminAuthFailure(reason); });
 
+  // Our own grpc.health.v1.Health: gRPC's default one bounds no Watch
+  // stream. Disabled, gRPC adds none of its own beside it.
+  health_service_ = std::make_unique<HealthService>(kMaxHealthWatchStreams);
+
   TakeDiagnostics();
-  grpc::EnableDefaultHealthCheckService(true);
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // A second breakerd on the same port must fail, not share the port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             kMaxConcurrentStreamsPerConnection);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   for (Listener& l : listeners_) {
     builder.AddListeningPort(l.address, grpc::InsecureServerCredentials(),
@@ -885,6 +924,7 @@ int ServerRunner::StartGrpc() {
   }
   builder.RegisterService(breaker_service_.get());
   builder.RegisterService(admin_service_.get());
+  builder.RegisterService(health_service_.get());
   // Unix sockets are bound here and chmod-ed below: until then the umask
   // decides who may connect. Owner-only in between, whatever the umask
   // breakerd was started with (it is process-wide, but no other thread
@@ -926,12 +966,9 @@ int ServerRunner::StartGrpc() {
       return kExitRuntimeError;
     }
   }
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  if (health != nullptr) {
-    health->SetServingStatus("breakerd.v1.Breaker", true);
-    health->SetServingStatus("breakerd.v1.Admin", true);
-    health->SetServingStatus(true);
-  }
+  health_service_->SetServingStatus("breakerd.v1.Breaker", true);
+  health_service_->SetServingStatus("breakerd.v1.Admin", true);
+  health_service_->SetServingStatus(true);
   return kExitOk;
 }
 
@@ -966,15 +1003,19 @@ int ServerRunner::StartMetrics() {
           {"refused", c.refused}};
     };
   }
-  collector_ = std::make_shared<RegistryCollector>(registry_.get(), stats);
+  collector_ = std::make_shared<RegistryCollector>(
+      registry_.get(), stats, options_.metrics_dependency_label);
+  scrape_limiter_ =
+      std::make_unique<ScrapeLimiter>(MonotonicClock::Get(), ScrapeLimits());
   g_metrics.store(collector_.get(), std::memory_order_release);
+  g_scrape_limiter.store(scrape_limiter_.get(), std::memory_order_release);
 
   CivetCallbacks callbacks;  // zero-initialized by its constructor
   callbacks.begin_request = &BeginRequest;
   callbacks.log_message = &CivetLogToJson;
   TakeDiagnostics();
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(
+    http_server_ = std::make_unique<CivetServer>(
         std::vector<std::string>{
             "listening_ports", options_.metrics_listen,  //
             "num_threads", absl::StrCat(kMetricsWorkers), "request_timeout_ms",
@@ -983,6 +1024,7 @@ int ServerRunner::StartMetrics() {
         &callbacks);
   } catch (const std::exception& e) {
     g_metrics.store(nullptr, std::memory_order_release);
+    g_scrape_limiter.store(nullptr, std::memory_order_release);
     const std::string detail = TakeDiagnostics();
     LogEvent(LogLevel::kError, "startup_failed",
              {{"error", absl::StrCat("metrics-listen ", options_.metrics_listen,
@@ -990,11 +1032,7 @@ int ServerRunner::StartMetrics() {
               {"detail", detail.empty() ? e.what() : detail}});
     return kExitRuntimeError;
   }
-  // /metrics itself is answered in BeginRequest; prometheus-cpp renders the
-  // same Collectable here, as a reference to check the fast writer against
-  // in a running process (slow: not for regular scrapes).
-  exposer_->RegisterCollectable(collector_, kPrometheusCppPath);
-  const std::vector<int> ports = exposer_->GetListeningPorts();
+  const std::vector<int> ports = http_server_->getListeningPorts();
   metrics_address_ = absl::StrCat(
       metrics_host_, ":", ports.empty() ? metrics_port_ : ports.front());
   return kExitOk;
@@ -1017,16 +1055,13 @@ void ServerRunner::Shutdown() {
   g_phase.store(Phase::kShuttingDown, std::memory_order_release);
   LogEvent(LogLevel::kInfo, "shutting_down",
            {{"grace_ms", absl::ToInt64Milliseconds(options_.shutdown_grace)}});
-  if (grpc::HealthCheckServiceInterface* health =
-          server_->GetHealthCheckService();
-      health != nullptr) {
-    health->SetServingStatus(false);
-  }
+  health_service_->SetServingStatus(false);
   StopMaintenanceThread();
 
-  // Watch streams never end on their own; end them so Shutdown need not
-  // wait out the grace period for them.
+  // Watch streams (Breaker's and Health's) never end on their own; end them
+  // so Shutdown need not wait out the grace period for them.
   watch_hub_->Shutdown();
+  health_service_->Shutdown();
   // gRPC's Shutdown(deadline) waits until every client connection is gone,
   // and an idle client hangs up only at the deadline. So wait for the calls
   // in flight ourselves (unary calls take microseconds), bounded by the
@@ -1073,15 +1108,15 @@ void Poke(const std::string& host, int port) {
 }  // namespace
 
 void ServerRunner::StopMetrics() {
-  if (exposer_ == nullptr) return;
-  const std::vector<int> ports = exposer_->GetListeningPorts();
+  if (http_server_ == nullptr) return;
+  const std::vector<int> ports = http_server_->getListeningPorts();
   std::string host(
       absl::StripSuffix(absl::StripPrefix(metrics_host_, "["), "]"));
   if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
   if (host == "::") host = "::1";
   std::atomic<bool> stopped{false};
   std::thread stopper([&] {
-    exposer_.reset();
+    http_server_.reset();
     stopped.store(true);
   });
   // civetweb sees its stop flag only when its accept loop wakes up, which
@@ -1092,6 +1127,7 @@ void ServerRunner::StopMetrics() {
   }
   stopper.join();
   g_metrics.store(nullptr, std::memory_order_release);
+  g_scrape_limiter.store(nullptr, std::memory_order_release);
 }
 
 void ServerRunner::SignalLoop() {

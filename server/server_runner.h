@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/engine/mutex.h"
+#include "server/metrics/dependency_label.h"
 #include "server/service/call_tracker.h"
 #include "server/service/rpc_stats.h"
 #include "server/service/trace_writer.h"
@@ -37,9 +38,7 @@
 namespace grpc {
 class Server;
 }  // namespace grpc
-namespace prometheus {
-class Exposer;
-}  // namespace prometheus
+class CivetServer;
 
 namespace breakerd {
 
@@ -47,12 +46,15 @@ class AdminServiceImpl;
 class BreakerServiceImpl;
 class ConfigReloader;
 class FleetSync;
+class HealthService;
 struct PolicySet;
 struct ReloadEvent;
 class Registry;
 class StateSaver;
 class RegistryCollector;
+class ScrapeLimiter;
 class TransitionLogger;
+class ReadLimiter;
 class WatchHub;
 
 // How often the --state-file is rewritten when breakers opened or closed
@@ -75,6 +77,23 @@ inline constexpr absl::string_view kLastGoodConfigSuffix = ".last-good-config";
 inline constexpr int kMetricsWorkers = 64;
 inline constexpr absl::Duration kMetricsRequestTimeout =
     absl::Milliseconds(1000);
+
+// What /metrics scrapes may cost, whoever sends them: ScrapeLimits'
+// defaults (at most 2 rendered at once, 10,000 breakers read per second in
+// bursts of 20,000; beyond either, 503 with Retry-After), each scrape
+// streaming the exposition in pieces of kExpositionChunkBytes (HTTP/1.1
+// chunked). A scrape still unfinished after kScrapeDeadline is cut at its
+// next piece (with HTTP/1.1 the client sees an incomplete answer), so a
+// slow reader holds a slot for a bounded time. SECURITY.md states each.
+inline constexpr absl::Duration kScrapeDeadline = absl::Seconds(10);
+
+// Most HTTP/2 streams (calls in progress) one gRPC connection may carry at
+// once (GRPC_ARG_MAX_CONCURRENT_STREAMS, advertised in the connection's
+// SETTINGS). A client that reaches it queues further calls until one ends
+// (gRPC clients do; none is refused), so it bounds what one connection holds
+// without failing a busy application: the clients multiplex their calls on
+// one connection and keep far fewer in flight.
+inline constexpr int kMaxConcurrentStreamsPerConnection = 256;
 
 // At most one "admin_auth_failed" log line per this interval.
 inline constexpr absl::Duration kAuthFailureLogInterval = absl::Seconds(1);
@@ -102,6 +121,9 @@ struct ServerOptions {
   // HTTP address for /metrics, /healthz and /readyz ("host:port"; port 0
   // picks a free port).
   std::string metrics_listen = "0.0.0.0:9464";
+  // What /metrics puts in the dependency label: the name (default), its
+  // hash, or nothing (sums over every dependency); families.h.
+  DependencyLabel metrics_dependency_label = DependencyLabel::kName;
   // File holding the Admin bearer token (surrounding whitespace trimmed; an
   // empty token is an error). Empty path: the Admin service refuses every
   // call.
@@ -136,6 +158,9 @@ struct ServerOptions {
   // stream before it is ended as too slow (RESOURCE_EXHAUSTED).
   int max_watch_streams = 1024;
   int watch_queue = 1024;
+  // Breakers read per second by ListStates and Watch of every dependency
+  // (ReadLimiter).
+  int read_all_breakers_per_second = 50000;
   // Permission bits given to unix-socket listeners once bound: owner and
   // group may connect (the application's container shares the group).
   uint32_t unix_socket_mode = 0660;
@@ -261,15 +286,20 @@ class ServerRunner {
   std::string metrics_address_;  // host with the bound port
   std::unique_ptr<TransitionLogger> transition_logger_;
   std::unique_ptr<Registry> registry_;
+  std::unique_ptr<ReadLimiter> read_limiter_;
   std::unique_ptr<WatchHub> watch_hub_;
   // Fleet mode only; stopped before the registry goes.
   std::unique_ptr<FleetSync> fleet_;
   std::unique_ptr<ConfigReloader> reloader_;
   std::unique_ptr<BreakerServiceImpl> breaker_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;
+  // grpc.health.v1.Health (gRPC's default service is disabled).
+  std::unique_ptr<HealthService> health_service_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<RegistryCollector> collector_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<ScrapeLimiter> scrape_limiter_;
+  // civetweb serving /metrics, /healthz and /readyz.
+  std::unique_ptr<CivetServer> http_server_;
   std::thread signal_thread_;
   std::thread maintenance_thread_;
 

@@ -1,6 +1,7 @@
 #include "server/engine/registry.h"
 
 #include <algorithm>
+#include <cassert>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -226,10 +227,29 @@ absl::StatusOr<BreakerSnapshot> Registry::Get(
 
 void Registry::ForEach(
     const std::function<void(const BreakerSnapshot&)>& fn) const {
-  for (Shard& shard : shards_) {
+  for (size_t shard = 0; shard < kShards; ++shard) ForEachInShard(shard, fn);
+}
+
+void Registry::ForEachInShard(
+    size_t shard, const std::function<void(const BreakerSnapshot&)>& fn) const {
+  assert(shard < kShards);
+  const Shard& s = shards_[shard];
+  MutexLock lock(&s.mu);
+  for (const auto& [name, breaker] : s.map) fn(breaker->Snapshot());
+}
+
+size_t Registry::SumCounters(BreakerSnapshot* total) const {
+  MutexLock evict_lock(&evict_mu_);
+  AddCounters(evicted_counters_, total);
+  size_t breakers = 0;
+  for (const Shard& shard : shards_) {
     MutexLock lock(&shard.mu);
-    for (const auto& [name, breaker] : shard.map) fn(breaker->Snapshot());
+    for (const auto& [name, breaker] : shard.map) {
+      AddCounters(breaker->Snapshot(), total);
+      ++breakers;
+    }
   }
+  return breakers;
 }
 
 std::vector<BreakerSnapshot> Registry::List() const {
@@ -300,6 +320,7 @@ void Registry::ApplyPolicies(std::shared_ptr<const PolicySet> policies) {
 size_t Registry::EvictIdle() {
   const absl::Duration ttl = policies()->limits.idle_ttl;
   size_t evicted = 0;
+  MutexLock evict_lock(&evict_mu_);
   for (Shard& shard : shards_) {
     MutexLock lock(&shard.mu);
     for (auto it = shard.map.begin(); it != shard.map.end();) {
@@ -309,6 +330,7 @@ size_t Registry::EvictIdle() {
         while (floor < next && !generation_floor_.compare_exchange_weak(
                                    floor, next, std::memory_order_relaxed)) {
         }
+        AddCounters(it->second->Snapshot(), &evicted_counters_);
         shard.map.erase(it++);
         ++evicted;
       } else {

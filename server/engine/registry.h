@@ -112,6 +112,21 @@ class Registry {
   // Calls fn for each breaker's snapshot, one shard locked (shared) at a
   // time. fn must not call back into the registry.
   void ForEach(const std::function<void(const BreakerSnapshot&)>& fn) const;
+  // The same for one shard (0 <= shard < kShardCount) only, its lock held
+  // while fn runs: reading shard by shard, a caller holds at most
+  // one shard's snapshots at a time (about size() / kShardCount).
+  static constexpr size_t kShardCount = 256;
+  void ForEachInShard(
+      size_t shard,
+      const std::function<void(const BreakerSnapshot&)>& fn) const;
+  // Sums (AddCounters) the counters of every breaker held and of every
+  // breaker evicted since the registry was created into `total`, in one
+  // read that each eviction falls entirely before or after: a total that
+  // never goes down, whatever is evicted (what /metrics exports without a
+  // dependency label). Returns the number of breakers held. Takes the
+  // shard locks one at a time, and holds EvictIdle off meanwhile.
+  size_t SumCounters(BreakerSnapshot* total) const
+      ABSL_LOCKS_EXCLUDED(evict_mu_);
 
   // Admin overrides; ForceOpen/ForceClose create the breaker if needed
   // (subject to the cap), Reset returns NOT_FOUND for an unknown name.
@@ -140,8 +155,9 @@ class Registry {
   void ApplyPolicies(std::shared_ptr<const PolicySet> policies);
   std::shared_ptr<const PolicySet> policies() const;
 
-  // Removes idle breakers (see Breaker::IsIdle); returns how many.
-  size_t EvictIdle();
+  // Removes idle breakers (see Breaker::IsIdle); returns how many. Their
+  // counters are kept, summed, for SumCounters.
+  size_t EvictIdle() ABSL_LOCKS_EXCLUDED(evict_mu_);
 
   size_t size() const { return count_.load(std::memory_order_relaxed); }
   // The generation a breaker created now starts at: above every generation
@@ -157,7 +173,7 @@ class Registry {
   const Clock* clock() const { return clock_; }
 
  private:
-  static constexpr size_t kShards = 256;
+  static constexpr size_t kShards = kShardCount;
   static constexpr int kShardShift = 56;  // 64 - log2(kShards)
   struct Shard {
     mutable Mutex mu;
@@ -195,6 +211,11 @@ class Registry {
   // here, so a re-created breaker's generations continue upward.
   std::atomic<uint64_t> generation_floor_{0};
   std::atomic<uint64_t> unknown_permits_{0};
+
+  // Serializes EvictIdle and SumCounters (taken before any shard lock).
+  mutable Mutex evict_mu_;
+  // The counters of every breaker evicted so far, summed.
+  BreakerSnapshot evicted_counters_ ABSL_GUARDED_BY(evict_mu_);
 
   Mutex reload_mu_;  // serializes ApplyPolicies
   mutable SharedMutex policies_mu_;

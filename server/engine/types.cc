@@ -1,5 +1,7 @@
 #include "server/engine/types.h"
 
+#include <algorithm>
+
 namespace breakerd {
 
 const std::array<double, kLatencyBuckets> kLatencyBucketBounds = {
@@ -89,6 +91,39 @@ absl::string_view TransitionReasonName(TransitionReason r) {
       return "reload";
   }
   return "unknown";
+}
+
+void AddCounters(const BreakerSnapshot& from, BreakerSnapshot* into) {
+  for (size_t d = 0; d < from.acquires.size(); ++d) {
+    into->acquires[d] += from.acquires[d];
+  }
+  for (size_t c = 0; c < from.reports.size(); ++c) {
+    for (size_t e = 0; e < from.reports[c].size(); ++e) {
+      into->reports[c][e] += from.reports[c][e];
+    }
+  }
+  into->retries_granted += from.retries_granted;
+  into->retries_rejected += from.retries_rejected;
+  for (const BreakerSnapshot::TransitionCount& t : from.transitions) {
+    auto same = [&t](const BreakerSnapshot::TransitionCount& u) {
+      return u.from == t.from && u.to == t.to && u.reason == t.reason;
+    };
+    auto it =
+        std::find_if(into->transitions.begin(), into->transitions.end(), same);
+    if (it == into->transitions.end()) {
+      into->transitions.push_back(t);
+    } else {
+      it->count += t.count;
+    }
+  }
+  for (size_t st = 0; st < from.state_seconds.size(); ++st) {
+    into->state_seconds[st] += from.state_seconds[st];
+  }
+  for (size_t b = 0; b < from.latency_buckets.size(); ++b) {
+    into->latency_buckets[b] += from.latency_buckets[b];
+  }
+  into->latency_sum_seconds += from.latency_sum_seconds;
+  into->latency_count += from.latency_count;
 }
 
 }  // namespace breakerd

@@ -193,6 +193,13 @@ struct BreakerSnapshot {
   uint64_t latency_count = 0;
 };
 
+// Adds the monotonic counters of `from` to `into`: acquires, reports,
+// retries, transitions (merged by from, to and reason), state seconds and
+// the latency histogram. Nothing else of `into` changes. A total over many
+// breakers built this way (Registry::SumCounters) never goes down while
+// breakers are added, counted or evicted.
+void AddCounters(const BreakerSnapshot& from, BreakerSnapshot* into);
+
 }  // namespace breakerd
 
 #endif  // BREAKERD_SERVER_ENGINE_TYPES_H_

@@ -32,7 +32,7 @@ MetricType TypeOf(MetricKind kind) {
 // Builds one MetricFamily per FamilyId from the samples.
 class FamilySink final : public SampleSink {
  public:
-  explicit FamilySink(size_t breakers) {
+  FamilySink(size_t breakers, DependencyLabel label) : labeler_(label) {
     for (int i = 0; i < kFamilyCount; ++i) {
       const FamilyDef& def = Family(static_cast<FamilyId>(i));
       MetricFamily& f = families_[i];
@@ -83,8 +83,10 @@ class FamilySink final : public SampleSink {
  private:
   // A new sample of `family` with its labels. Scrapes of many breakers build
   // hundreds of thousands of labels, so each string is built once, in place.
-  ClientMetric& Add(FamilyId family, LabelValues values) {
-    const absl::Span<const absl::string_view> names = Family(family).labels;
+  ClientMetric& Add(FamilyId family, LabelValues all_values) {
+    const absl::Span<const absl::string_view> names = labeler_.Names(family);
+    const absl::Span<const absl::string_view> values =
+        labeler_.Values(family, all_values, &values_);
     ClientMetric& m = families_[static_cast<int>(family)].metric.emplace_back();
     assert(values.size() == names.size());
     m.label.reserve(values.size());
@@ -98,31 +100,40 @@ class FamilySink final : public SampleSink {
     return m;
   }
 
+  DependencyLabeler labeler_;
+  std::array<absl::string_view, kMaxLabels> values_;  // scratch of Add
   std::array<MetricFamily, kFamilyCount> families_;
 };
 
 }  // namespace
 
 RegistryCollector::RegistryCollector(const Registry* registry,
-                                     ProcessStats stats)
-    : registry_(registry), stats_(std::move(stats)) {}
+                                     ProcessStats stats, DependencyLabel label)
+    : registry_(registry), stats_(std::move(stats)), label_(label) {}
 
 std::vector<MetricFamily> RegistryCollector::Collect() const {
-  FamilySink sink(registry_->size());
-  EmitSamples(*registry_, stats_, &sink);
+  FamilySink sink(registry_->size(), label_);
+  EmitSamples(*registry_, stats_, label_, &sink);
   std::vector<MetricFamily> families = std::move(sink).Take();
   std::vector<MetricFamily> exported;
   exported.reserve(families.size());
   for (int i = 0; i < kFamilyCount; ++i) {
-    if (FamilyExported(static_cast<FamilyId>(i), stats_)) {
+    if (FamilyExported(static_cast<FamilyId>(i), stats_, label_)) {
       exported.push_back(std::move(families[i]));
     }
   }
   return exported;
 }
 
+bool RegistryCollector::WriteText(
+    size_t chunk_bytes, std::string* buffer,
+    absl::FunctionRef<bool(absl::string_view)> write) const {
+  return WriteTextExposition(*registry_, stats_, label_, chunk_bytes, buffer,
+                             write);
+}
+
 void RegistryCollector::AppendText(std::string* out) const {
-  AppendTextExposition(*registry_, stats_, out);
+  AppendTextExposition(*registry_, stats_, out, label_);
 }
 
 }  // namespace breakerd

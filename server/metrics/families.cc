@@ -1,6 +1,8 @@
 #include "server/metrics/families.h"
 
+#include <algorithm>
 #include <array>
+#include <cassert>
 
 #include "server/engine/outcome.h"
 
@@ -268,8 +270,12 @@ void EmitBreakerSamples(const BreakerSnapshot& s, FamilySet families,
   }
 }
 
-bool FamilyExported(FamilyId id, const ProcessStats& stats) {
+bool FamilyExported(FamilyId id, const ProcessStats& stats,
+                    DependencyLabel label) {
   switch (id) {
+    case FamilyId::kState:
+    case FamilyId::kFailureRate:
+      return label != DependencyLabel::kOmit;
     case FamilyId::kFleetConnected:
       return static_cast<bool>(stats.fleet_connected);
     case FamilyId::kFleetEvents:
@@ -345,15 +351,53 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
 }
 
 size_t EmitSamples(const Registry& registry, const ProcessStats& stats,
-                   SampleSink* sink) {
+                   DependencyLabel label, SampleSink* sink) {
+  FamilySet exported;
+  for (int i = 0; i < kFamilyCount; ++i) {
+    exported[i] = FamilyExported(static_cast<FamilyId>(i), stats, label);
+  }
   size_t breakers = 0;
-  const FamilySet all = AllFamilies();
-  registry.ForEach([&](const BreakerSnapshot& s) {
-    ++breakers;
-    EmitBreakerSamples(s, all, sink);
-  });
-  EmitProcessSamples(registry, stats, breakers, all, sink);
+  if (label == DependencyLabel::kOmit) {
+    BreakerSnapshot total;
+    breakers = registry.SumCounters(&total);
+    EmitBreakerSamples(total, exported, sink);
+  } else {
+    registry.ForEach([&](const BreakerSnapshot& s) {
+      ++breakers;
+      EmitBreakerSamples(s, exported, sink);
+    });
+  }
+  EmitProcessSamples(registry, stats, breakers, exported, sink);
   return breakers;
+}
+
+absl::Span<const absl::string_view> DependencyLabeler::Names(
+    FamilyId id) const {
+  absl::Span<const absl::string_view> names = Family(id).labels;
+  if (label_ == DependencyLabel::kOmit && PerBreakerFamily(id)) {
+    names.remove_prefix(1);
+  }
+  return names;
+}
+
+absl::Span<const absl::string_view> DependencyLabeler::Values(
+    FamilyId id, LabelValues values,
+    std::array<absl::string_view, kMaxLabels>* scratch) {
+  assert(values.size() <= kMaxLabels);
+  std::copy(values.begin(), values.end(), scratch->begin());
+  absl::Span<const absl::string_view> out(scratch->data(), values.size());
+  if (!PerBreakerFamily(id) || label_ == DependencyLabel::kName) return out;
+  if (label_ == DependencyLabel::kOmit) {
+    out.remove_prefix(1);
+    return out;
+  }
+  const absl::string_view name = (*scratch)[0];
+  if (hash_.empty() || name != hashed_name_) {
+    hashed_name_.assign(name.data(), name.size());
+    hash_ = HashedDependencyLabel(name);
+  }
+  (*scratch)[0] = hash_;
+  return out;
 }
 
 }  // namespace breakerd

@@ -4,7 +4,7 @@
 // renderings consume the samples through the SampleSink interface:
 //   - RegistryCollector::Collect() builds prometheus-cpp MetricFamily values
 //     (the Collectable, see collector.h);
-//   - AppendTextExposition() writes the Prometheus text format directly
+//   - WriteTextExposition() writes the Prometheus text format directly
 //     (text_format.h), which is what /metrics serves.
 // Because both are fed by the same Emit* code, they cannot disagree on what
 // is exported; only the rendering differs.
@@ -28,6 +28,15 @@
 // histogram only for breakers that have a reported latency. breakerd_state
 // and breakerd_failure_rate are exported for every breaker.
 //
+// The per-breaker families carry the dependency as their first label. What
+// its value is depends on the DependencyLabel (dependency_label.h,
+// --metrics-dependency-label): the name, or its hash (DependencyLabeler
+// rewrites the value), or, for kOmit, no dependency label at all: each
+// counter and histogram is then summed over every dependency held and every
+// one evicted since start (Registry::SumCounters, so a sum never goes down),
+// one series per combination of the remaining labels; breakerd_state and
+// breakerd_failure_rate, whose sum means nothing, are not exported.
+//
 // Thread-safety: the family table is immutable; the Emit* functions may run
 // on several threads at once, each with its own sink. EmitSamples takes the
 // Registry's shard locks one at a time and calls the sink with a shard
@@ -48,6 +57,7 @@
 #include "absl/types/span.h"
 #include "server/engine/registry.h"
 #include "server/engine/types.h"
+#include "server/metrics/dependency_label.h"
 
 namespace breakerd {
 
@@ -129,6 +139,16 @@ enum class FamilyId : int {
   kAdminAuthFailures,
 };
 inline constexpr int kFamilyCount = 19;
+// The families before kBreakers are per breaker: fed by
+// EmitBreakerSamples, with "dependency" as their first label.
+inline constexpr int kPerBreakerFamilyCount = 8;
+inline constexpr bool PerBreakerFamily(FamilyId id) {
+  return static_cast<int>(id) < kPerBreakerFamilyCount;
+}
+static_assert(!PerBreakerFamily(FamilyId::kBreakers) &&
+              PerBreakerFamily(FamilyId::kRetries));
+// Most labels a family has (breakerd_transitions_total's four).
+inline constexpr size_t kMaxLabels = 4;
 
 enum class MetricKind { kCounter, kGauge, kHistogram };
 
@@ -200,14 +220,48 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
                         size_t breakers, FamilySet families, SampleSink* sink);
 
 // False for the families a process does not export at all (no HELP/TYPE
-// either): the fleet families without fleet mode.
-bool FamilyExported(FamilyId id, const ProcessStats& stats);
+// either): the fleet families without fleet mode, the admin family without
+// its function, and breakerd_state and breakerd_failure_rate under
+// DependencyLabel::kOmit.
+bool FamilyExported(FamilyId id, const ProcessStats& stats,
+                    DependencyLabel label = DependencyLabel::kName);
 
-// Every sample of one scrape: reads each breaker of `registry` once (one
-// Registry::ForEach, calling the sink with the breaker's shard locked), then
-// the process-level numbers. Returns the number of breakers seen.
+// Every sample of one scrape, with the dependency label as `label` says
+// (the sink still receives the dependency value first; see
+// DependencyLabeler). kName and kHash: reads each breaker of `registry`
+// once (one Registry::ForEach, calling the sink with the breaker's shard
+// locked). kOmit: one sample per label combination of the sums
+// (Registry::SumCounters). Then the process-level numbers. Returns the
+// number of breakers seen.
 size_t EmitSamples(const Registry& registry, const ProcessStats& stats,
-                   SampleSink* sink);
+                   DependencyLabel label, SampleSink* sink);
+
+// What a sink exports for the label values EmitSamples gives it: the values
+// of per-breaker samples with the dependency (the first value) as the name,
+// its hash, or left out. One per sink: it keeps the last hash computed (a
+// breaker's samples come one after the other).
+class DependencyLabeler {
+ public:
+  explicit DependencyLabeler(DependencyLabel label) : label_(label) {}
+
+  DependencyLabel label() const { return label_; }
+
+  // The label names `id` is exported with: FamilyDef::labels without
+  // "dependency" for kOmit.
+  absl::Span<const absl::string_view> Names(FamilyId id) const;
+
+  // `values` (in FamilyDef::labels order) as exported, in Names() order.
+  // The result views `values`, `*scratch` and this labeler; it is valid
+  // until the next call. REQUIRES: values.size() <= kMaxLabels.
+  absl::Span<const absl::string_view> Values(
+      FamilyId id, LabelValues values,
+      std::array<absl::string_view, kMaxLabels>* scratch);
+
+ private:
+  const DependencyLabel label_;
+  std::string hashed_name_;  // the name last hashed,
+  std::string hash_;         // and its HashedDependencyLabel
+};
 
 // The value of breakerd_state for `state`: 0 closed, 1 half-open, 2 open,
 // 3 forced open, 4 forced closed.

@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cassert>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <system_error>
 #include <vector>
 
@@ -95,10 +96,12 @@ std::string BoundLabel(double bound) {
 
 // A family's fixed pieces of text, built once per scrape.
 struct FamilyText {
-  explicit FamilyText(const FamilyDef& def) : def(def) {
-    for (size_t i = 0; i < def.labels.size(); ++i) {
+  // `labels`: the label names as exported (DependencyLabeler::Names).
+  FamilyText(const FamilyDef& def, absl::Span<const absl::string_view> labels)
+      : def(def) {
+    for (size_t i = 0; i < labels.size(); ++i) {
       label_openers.push_back(
-          absl::StrCat(i == 0 ? "{" : "\",", def.labels[i], "=\""));
+          absl::StrCat(i == 0 ? "{" : "\",", labels[i], "=\""));
     }
     bucket = absl::StrCat(def.name, "_bucket");
     sum = absl::StrCat(def.name, "_sum");
@@ -145,6 +148,12 @@ class Writer {
   // Reserve).
   const char* at(size_t from) const { return out_->data() + from; }
   size_t size() const { return end_; }
+  // What was written from `from` on (valid until the next write).
+  absl::string_view Written(size_t from) const {
+    return absl::string_view(out_->data() + from, end_ - from);
+  }
+  // Forgets what was written from `to` on: the next write goes there.
+  void Rewind(size_t to) { end_ = to; }
 
   void Append(absl::string_view text) {
     char* p = Reserve(text.size());
@@ -166,27 +175,29 @@ char* Copy(absl::string_view text, char* p) {
 // family at a time, so lines of a family stay together.
 class TextSink final : public SampleSink {
  public:
-  explicit TextSink(Writer* out) : out_(out) {
+  TextSink(Writer* out, DependencyLabel label) : out_(out), labeler_(label) {
     for (int i = 0; i < kFamilyCount; ++i) {
-      families_.emplace_back(Family(static_cast<FamilyId>(i)));
+      const FamilyId id = static_cast<FamilyId>(i);
+      families_.emplace_back(Family(id), labeler_.Names(id));
     }
   }
 
-  void AddSample(FamilyId family, LabelValues labels, double value) override {
+  void AddSample(FamilyId family, LabelValues values, double value) override {
     const FamilyText& f = families_[static_cast<int>(family)];
-    WriteLine(f.def.name, f, labels,
+    WriteLine(f.def.name, f, Exported(family, values),
               [value](char* p) { return FormatValue(value, p); });
   }
 
-  void AddCount(FamilyId family, LabelValues labels, uint64_t value) override {
+  void AddCount(FamilyId family, LabelValues values, uint64_t value) override {
     const FamilyText& f = families_[static_cast<int>(family)];
-    WriteLine(f.def.name, f, labels,
+    WriteLine(f.def.name, f, Exported(family, values),
               [value](char* p) { return FormatCount(value, p); });
   }
 
-  void AddHistogram(FamilyId family, LabelValues labels,
+  void AddHistogram(FamilyId family, LabelValues values,
                     const HistogramSample& h) override {
     const FamilyText& f = families_[static_cast<int>(family)];
+    const absl::Span<const absl::string_view> labels = Exported(family, values);
     // Every bucket line starts with the same `name_bucket{labels,le="`:
     // written once, then copied.
     const size_t head_start = out_->size();
@@ -218,10 +229,17 @@ class TextSink final : public SampleSink {
     kLeLabelFollows,  // `,le="` (or `{le="` without labels)
   };
 
+  // The label values as exported (valid until the next call).
+  absl::Span<const absl::string_view> Exported(FamilyId family,
+                                               LabelValues values) {
+    return labeler_.Values(family, values, &values_);
+  }
+
   // Writes `series{l0="v0",l1="v1"` and `close`, leaving room for `extra`
   // more bytes; returns the cursor, uncommitted.
   char* WriteSeries(absl::string_view series, const FamilyText& f,
-                    LabelValues values, Close close, size_t extra) {
+                    absl::Span<const absl::string_view> values, Close close,
+                    size_t extra) {
     assert(values.size() == f.label_openers.size());
     size_t room = series.size() + 8 + extra;
     const std::string* opener = f.label_openers.data();
@@ -243,7 +261,7 @@ class TextSink final : public SampleSink {
   // One sample line: the series, the value `format` writes, a newline.
   template <typename Format>
   void WriteLine(absl::string_view series, const FamilyText& f,
-                 LabelValues values, Format format) {
+                 absl::Span<const absl::string_view> values, Format format) {
     char* p = WriteSeries(series, f, values, kValueFollows, kMaxNumber + 1);
     p = format(p);
     *p++ = '\n';
@@ -251,7 +269,9 @@ class TextSink final : public SampleSink {
   }
 
   Writer* const out_;
-  std::vector<FamilyText> families_;  // indexed by FamilyId
+  DependencyLabeler labeler_;
+  std::array<absl::string_view, kMaxLabels> values_;  // Exported's result
+  std::vector<FamilyText> families_;                  // indexed by FamilyId
 };
 
 // Bytes a typical breaker adds to `def`'s samples: a guess for reserve().
@@ -273,6 +293,49 @@ std::string FamilyHeader(const FamilyDef& def) {
   return header;
 }
 
+// Writes one scrape into `writer`, calling `after_block` after each block
+// of lines (a family's header, one shard's lines of a family, the
+// process-level lines of a family): false from it stops the rendering and
+// is returned.
+bool RenderExposition(const Registry& registry, const ProcessStats& stats,
+                      DependencyLabel label, Writer* writer,
+                      absl::FunctionRef<bool()> after_block) {
+  TextSink sink(writer, label);
+  // kOmit: every per-breaker family comes from the sums, read at once.
+  BreakerSnapshot total;
+  std::optional<size_t> breakers;
+  if (label == DependencyLabel::kOmit) breakers = registry.SumCounters(&total);
+  for (int i = 0; i < kFamilyCount; ++i) {
+    const FamilyId id = static_cast<FamilyId>(i);
+    if (!FamilyExported(id, stats, label)) continue;
+    writer->Append(FamilyHeader(Family(id)));
+    const FamilySet only = OnlyFamily(id);
+    if (!PerBreakerFamily(id)) {
+      EmitProcessSamples(registry, stats, breakers.value_or(0), only, &sink);
+    } else if (label == DependencyLabel::kOmit) {
+      EmitBreakerSamples(total, only, &sink);
+    } else {
+      // One family at a time keeps its lines together, as the format
+      // requires, with one shard's lines in memory at a time; the shard's
+      // lock is held while they are written (no I/O).
+      size_t seen = 0;
+      const std::function<void(const BreakerSnapshot&)> emit =
+          [&](const BreakerSnapshot& s) {
+            ++seen;
+            EmitBreakerSamples(s, only, &sink);
+          };
+      for (size_t shard = 0; shard < Registry::kShardCount; ++shard) {
+        registry.ForEachInShard(shard, emit);
+        if (!after_block()) return false;
+      }
+      // breakerd_breakers: as many as breakerd_state has samples.
+      if (!breakers.has_value()) breakers = seen;
+    }
+    if (!after_block()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void AppendEscapedLabelValue(absl::string_view value, std::string* out) {
@@ -288,43 +351,36 @@ void AppendSampleValue(double value, std::string* out) {
   out->append(buf, FormatValue(value, buf) - buf);
 }
 
+bool WriteTextExposition(const Registry& registry, const ProcessStats& stats,
+                         DependencyLabel label, size_t chunk_bytes,
+                         std::string* buffer,
+                         absl::FunctionRef<bool(absl::string_view)> write) {
+  buffer->clear();
+  Writer writer(buffer, chunk_bytes + chunk_bytes / 4);
+  // Hands what is written to `write` once there is a piece's worth, or
+  // whatever there is at the end.
+  auto flush = [&](bool last) {
+    if (writer.size() == 0 || (!last && writer.size() < chunk_bytes)) {
+      return true;
+    }
+    const bool written = write(writer.Written(0));
+    writer.Rewind(0);
+    return written;
+  };
+  return RenderExposition(registry, stats, label, &writer,
+                          [&] { return flush(/*last=*/false); }) &&
+         flush(/*last=*/true);
+}
+
 void AppendTextExposition(const Registry& registry, const ProcessStats& stats,
-                          std::string* out) {
-  // Copy every breaker's snapshot first (one Registry pass): each shard is
-  // locked only while its breakers are copied, not while their text is
-  // written, and the text is then written family by family straight into
-  // `out`. (Rendering inside the pass into one buffer per family and
-  // joining them measured twice as slow: fresh buffers, then a second copy
-  // of every byte.)
-  const std::vector<BreakerSnapshot> breakers = registry.List();
+                          std::string* out, DependencyLabel label) {
   size_t expected = 4096;
   for (int i = 0; i < kFamilyCount; ++i) {
     expected +=
-        breakers.size() * BytesPerBreaker(Family(static_cast<FamilyId>(i)));
+        registry.size() * BytesPerBreaker(Family(static_cast<FamilyId>(i)));
   }
-  // Breakers with history (transitions, several outcome classes) outgrow
-  // the per-breaker estimate; a body that outgrows its buffer is copied
-  // into one twice its size, and each metrics thread's allocator then keeps
-  // that. The last body's size (plus an eighth) avoids the regrowth.
-  static std::atomic<size_t> last_size{0};
-  const size_t last = last_size.load(std::memory_order_relaxed);
-  expected = std::max(expected, last + last / 8);
-  const size_t start = out->size();
-  {
-    Writer writer(out, expected);
-    TextSink sink(&writer);
-    for (int i = 0; i < kFamilyCount; ++i) {
-      const FamilyId id = static_cast<FamilyId>(i);
-      if (!FamilyExported(id, stats)) continue;
-      writer.Append(FamilyHeader(Family(id)));
-      const FamilySet only = OnlyFamily(id);
-      for (const BreakerSnapshot& b : breakers) {
-        EmitBreakerSamples(b, only, &sink);
-      }
-      EmitProcessSamples(registry, stats, breakers.size(), only, &sink);
-    }
-  }
-  last_size.store(out->size() - start, std::memory_order_relaxed);
+  Writer writer(out, expected);
+  RenderExposition(registry, stats, label, &writer, [] { return true; });
 }
 
 }  // namespace breakerd

@@ -1,5 +1,5 @@
 // The Prometheus text exposition format (version 0.0.4) of breakerd's
-// metrics, written straight into one string: what /metrics serves.
+// metrics, written straight from the Registry: what /metrics serves.
 //
 // prometheus-cpp's path (Collect() into MetricFamily objects, then its
 // TextSerializer over an ostream) costs over ten times as much for the same
@@ -11,28 +11,57 @@
 // significant digits; "NaN" for its "Nan") and histogram lines come in the
 // conventional order (buckets, _sum, _count).
 //
-// Thread-safety: every function is thread-safe; AppendTextExposition takes
-// the Registry's shard locks one at a time (see EmitSamples).
+// /metrics streams the text (WriteTextExposition): a scrape holds one piece
+// of about kExpositionChunkBytes at a time, never the whole text (~18 MB at
+// 10,000 breakers with histograms), so what a scrape costs in memory does
+// not grow with the registry.
+//
+// Thread-safety: every function is thread-safe; both take the Registry's
+// shard locks one at a time (see WriteTextExposition).
 #ifndef BREAKERD_SERVER_METRICS_TEXT_FORMAT_H_
 #define BREAKERD_SERVER_METRICS_TEXT_FORMAT_H_
 
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "server/engine/registry.h"
+#include "server/metrics/dependency_label.h"
 #include "server/metrics/families.h"
 
 namespace breakerd {
 
-// The Content-Type of AppendTextExposition's output.
+// The Content-Type of the exposition.
 inline constexpr absl::string_view kTextFormatContentType =
     "text/plain; version=0.0.4; charset=utf-8";
 
-// Appends the exposition of one scrape of `registry` and `stats` to `out`:
-// every family of families.h in FamilyId order, each as "# HELP", "# TYPE"
-// and its samples (a family without samples keeps its HELP and TYPE).
+// The size of the pieces /metrics writes the exposition in.
+inline constexpr size_t kExpositionChunkBytes = 64 << 10;
+
+// Hands the exposition of one scrape of `registry` and `stats` to `write`
+// in consecutive pieces, as it is rendered: every exported family of
+// families.h in FamilyId order, each as "# HELP", "# TYPE" and its samples
+// (a family without samples keeps its HELP and TYPE), with the dependency
+// label as `label` says. Each piece ends at a line end and holds at least
+// `chunk_bytes` (the last one may hold less), at most `chunk_bytes` plus
+// the lines one Registry shard adds to one family. It is built in
+// `*buffer`, whose capacity is kept (reuse it between scrapes so that its
+// memory stays put).
+//
+// kName and kHash read the Registry once per per-breaker family, one shard
+// at a time, writing that shard's lines with its lock held (quick; `write`
+// never runs with a lock held); kOmit reads it once
+// (Registry::SumCounters). Returns true once every piece was written, false
+// as soon as `write` returns false (the rest is not rendered).
+bool WriteTextExposition(const Registry& registry, const ProcessStats& stats,
+                         DependencyLabel label, size_t chunk_bytes,
+                         std::string* buffer,
+                         absl::FunctionRef<bool(absl::string_view)> write);
+
+// The same text appended to `out` whole: for tests and benchmarks.
 void AppendTextExposition(const Registry& registry, const ProcessStats& stats,
-                          std::string* out);
+                          std::string* out,
+                          DependencyLabel label = DependencyLabel::kName);
 
 // Building blocks, exposed for tests.
 

@@ -37,12 +37,14 @@ absl::StatusOr<ReportRequestFacts> ReportFacts(
 
 BreakerServiceImpl::BreakerServiceImpl(Registry* registry, WatchHub* hub,
                                        CallTracker* tracker,
-                                       RpcStats* rpc_stats, TraceWriter* trace)
+                                       RpcStats* rpc_stats, TraceWriter* trace,
+                                       ReadLimiter* read_limiter)
     : registry_(registry),
       hub_(hub),
       tracker_(tracker),
       rpc_stats_(rpc_stats),
-      trace_(trace) {}
+      trace_(trace),
+      read_limiter_(read_limiter) {}
 
 grpc::ServerUnaryReactor* BreakerServiceImpl::Acquire(
     grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
@@ -114,7 +116,15 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::ListStates(
   const CallTracker::Scope in_flight(tracker_);
   RpcStats::Call call(rpc_stats_, RpcMethod::kListStates);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  response->mutable_breakers()->Reserve(static_cast<int>(registry_->size()));
+  const size_t size = registry_->size();
+  if (read_limiter_ != nullptr) {
+    if (absl::Status admitted = read_limiter_->Admit(size, "list_states");
+        !admitted.ok()) {
+      call.Finish(reactor, ToGrpcStatus(admitted));
+      return reactor;
+    }
+  }
+  response->mutable_breakers()->Reserve(static_cast<int>(size));
   registry_->ForEach([response](const BreakerSnapshot& snapshot) {
     FillBreakerStatus(snapshot, response->add_breakers());
   });

@@ -12,6 +12,7 @@
 #include "grpcpp/support/server_callback.h"
 #include "server/engine/registry.h"
 #include "server/service/call_tracker.h"
+#include "server/service/read_limiter.h"
 #include "server/service/rpc_stats.h"
 #include "server/service/trace_writer.h"
 #include "server/service/watch_hub.h"
@@ -24,11 +25,13 @@ class BreakerServiceImpl final : public v1::Breaker::CallbackService {
   // `tracker` (may be null) counts the unary calls in flight; `rpc_stats`
   // (may be null; must outlive the service) counts handled calls and their
   // handling time; `trace` (may be null; must outlive the service) records
-  // every accepted Report.
+  // every accepted Report; `read_limiter` (may be null: no limit; must
+  // outlive the service) admits ListStates.
   BreakerServiceImpl(Registry* registry, WatchHub* hub,
                      CallTracker* tracker = nullptr,
                      RpcStats* rpc_stats = nullptr,
-                     TraceWriter* trace = nullptr);
+                     TraceWriter* trace = nullptr,
+                     ReadLimiter* read_limiter = nullptr);
 
   BreakerServiceImpl(const BreakerServiceImpl&) = delete;
   BreakerServiceImpl& operator=(const BreakerServiceImpl&) = delete;
@@ -58,7 +61,8 @@ class BreakerServiceImpl final : public v1::Breaker::CallbackService {
                                      const v1::GetStateRequest* request,
                                      v1::BreakerStatus* response) override;
 
-  // Always OK.
+  // OK with every breaker, or RESOURCE_EXHAUSTED (retry later) when the
+  // ReadLimiter does not admit a read of the whole registry now.
   grpc::ServerUnaryReactor* ListStates(
       grpc::CallbackServerContext* context,
       const v1::ListStatesRequest* request,
@@ -75,6 +79,7 @@ class BreakerServiceImpl final : public v1::Breaker::CallbackService {
   CallTracker* const tracker_;
   RpcStats* const rpc_stats_;
   TraceWriter* const trace_;
+  ReadLimiter* const read_limiter_;
 };
 
 }  // namespace breakerd

@@ -1,7 +1,9 @@
 #include "server/service/watch_hub.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <cstddef>
 #include <deque>
 #include <optional>
 #include <utility>
@@ -25,14 +27,32 @@ namespace breakerd {
 // holds the `issuing_` token (taken under mu_, released after the call
 // returns), so they never overlap; no lock is held while calling into gRPC.
 // A thread that finds the token taken leaves its work in the queue (or in
-// finish_status_) and the token holder picks it up before letting go.
+// finish_status_) and the token holder picks it up before letting go. The
+// token holder also reads the next Registry shard of a Watch of every
+// dependency (a "refill"), outside mu_: the Registry calls observers with a
+// shard locked, so a shard is never locked under mu_.
+//
+// Initial states of a Watch of every dependency. The stream subscribes
+// first, then reads shard after shard, each once the previous shard's
+// states are written. A transition queued meanwhile for a dependency of a
+// shard not read yet may go out before that shard's initial state; the
+// initial state read later is at least as new (the Registry changes a
+// breaker before telling observers, under the same shard lock), so the
+// stream's generations still never go back. In practice every initial state
+// goes out first: a refill is due as soon as the previous shard's states
+// are all taken, ahead of any queued transition, and the transitions
+// queued meanwhile that are not newer than a shard's initial states are
+// dropped when it is read.
 //
 // Lock order: Stream::mu_ is never held while taking WatchHub::mu_ or the
-// reverse.
+// reverse, nor while a Registry shard is locked.
 class WatchHub::Stream final
     : public grpc::ServerWriteReactor<v1::StateChange> {
  public:
   Stream(WatchHub* hub, size_t max_queue) : hub_(hub), max_queue_(max_queue) {}
+
+  // Initial states of every dependency still to read, from this shard on.
+  static constexpr size_t kNoShard = Registry::kShardCount;
 
   // Validates the request, subscribes, sends the response headers, queues the
   // initial states and starts writing. REQUIRES: called once, from the Watch
@@ -65,18 +85,37 @@ class WatchHub::Stream final
  private:
   // The next gRPC operation to issue, decided under mu_, issued without it.
   struct Op {
-    enum class Kind { kNone, kWrite, kFinish };
+    enum class Kind { kNone, kWrite, kFinish, kRefill };
     Kind kind = Kind::kNone;
     grpc::Status status;  // for kFinish
+    size_t shard = 0;     // for kRefill: the first shard to read
   };
 
   ~Stream() override = default;
 
   absl::Status ParseNames(const v1::WatchRequest& request);
+  // The initial states of the names watched (not for a Watch of all).
   std::vector<v1::StateChange> InitialStates() const;
+  // The initial states of the first non-empty shard from `*shard` on;
+  // advances `*shard` past it (to kNoShard when none is left).
+  std::vector<v1::StateChange> ReadShards(size_t* shard) const;
+  // Queues `initial` ahead of the transitions queued (dropping those older
+  // than it). REQUIRES: the stream is not ending.
+  void QueueInitialLocked(std::vector<v1::StateChange> initial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts `delta` messages into or out of the hub's total.
+  void CountQueued(ptrdiff_t delta) {
+    hub_->queued_total_.fetch_add(static_cast<size_t>(delta),
+                                  std::memory_order_relaxed);
+  }
+  // Ends the stream if it is too far behind: its own queue past max_queue,
+  // or the hub's total past max_queued_total with at least a fair share of
+  // it here. Returns true if it ended the stream (the caller unsubscribes).
+  bool EndIfTooFarBehindLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the transitions queued between subscribing and reading `initial`
-  // that are older than the initial state of their dependency, so the
-  // stream's generations never go back.
+  // that are not newer than the initial state of their dependency (which
+  // already says where they led), so the stream's generations never go back
+  // nor repeat.
   void DropOlderThanLocked(const std::vector<v1::StateChange>& initial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -107,6 +146,9 @@ class WatchHub::Stream final
   // How many of the messages at the front of queue_ are initial states
   // (exempt from max_queue).
   size_t initial_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  // Watch of every dependency: the next shard whose initial states are to
+  // be read (kNoShard: none left, or the stream names dependencies).
+  size_t next_shard_ ABSL_GUARDED_BY(mu_) = kNoShard;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool issuing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
@@ -141,12 +183,6 @@ absl::Status WatchHub::Stream::ParseNames(const v1::WatchRequest& request) {
 std::vector<v1::StateChange> WatchHub::Stream::InitialStates() const {
   std::vector<v1::StateChange> out;
   Registry* registry = hub_->registry_;
-  if (names_.empty()) {
-    registry->ForEach([&out](const BreakerSnapshot& snapshot) {
-      FillInitialStateChange(snapshot, &out.emplace_back());
-    });
-    return out;
-  }
   out.reserve(names_.size());
   const std::shared_ptr<const PolicySet> policies = registry->policies();
   for (const std::string& name : names_) {
@@ -164,6 +200,46 @@ std::vector<v1::StateChange> WatchHub::Stream::InitialStates() const {
   return out;
 }
 
+std::vector<v1::StateChange> WatchHub::Stream::ReadShards(size_t* shard) const {
+  std::vector<v1::StateChange> out;
+  for (; *shard < kNoShard && out.empty(); ++*shard) {
+    hub_->registry_->ForEachInShard(
+        *shard, [&out](const BreakerSnapshot& snapshot) {
+          FillInitialStateChange(snapshot, &out.emplace_back());
+        });
+  }
+  return out;
+}
+
+void WatchHub::Stream::QueueInitialLocked(
+    std::vector<v1::StateChange> initial) {
+  DropOlderThanLocked(initial);
+  CountQueued(static_cast<ptrdiff_t>(initial.size()));
+  initial_pending_ = initial.size();
+  queue_.insert(queue_.begin(), std::make_move_iterator(initial.begin()),
+                std::make_move_iterator(initial.end()));
+}
+
+bool WatchHub::Stream::EndIfTooFarBehindLocked() {
+  if (queue_.size() - initial_pending_ > max_queue_) {
+    return RequestFinishLocked(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("watch: client reads too slowly (queue limit ", max_queue_,
+                     ")")));
+  }
+  const size_t total = hub_->queued_total_.load(std::memory_order_relaxed);
+  if (total <= hub_->max_queued_total_) return false;
+  const size_t streams =
+      std::max<size_t>(1, hub_->subscribed_.load(std::memory_order_relaxed));
+  if (queue_.size() < hub_->max_queued_total_ / streams) return false;
+  return RequestFinishLocked(grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat("watch: client reads too slowly (", total,
+                   " messages queued for all Watch streams, limit ",
+                   hub_->max_queued_total_, "; this stream holds ",
+                   queue_.size(), ")")));
+}
+
 void WatchHub::Stream::DropOlderThanLocked(
     const std::vector<v1::StateChange>& initial) {
   if (queue_.empty()) return;
@@ -174,22 +250,27 @@ void WatchHub::Stream::DropOlderThanLocked(
   std::deque<v1::StateChange> kept;
   for (v1::StateChange& c : queue_) {
     auto it = initial_generation.find(c.dependency());
-    if (it == initial_generation.end() || c.generation() >= it->second) {
+    if (it == initial_generation.end() || c.generation() > it->second) {
       kept.push_back(std::move(c));
     }
   }
+  CountQueued(-static_cast<ptrdiff_t>(queue_.size() - kept.size()));
   queue_.swap(kept);
 }
 
 void WatchHub::Stream::Start(const v1::WatchRequest& request,
                              grpc::CallbackServerContext* context) {
   absl::Status status = ParseNames(request);
+  if (status.ok() && names_.empty() && hub_->read_limiter_ != nullptr) {
+    status = hub_->read_limiter_->Admit(hub_->registry_->size(), "watch");
+  }
   if (status.ok()) status = hub_->Subscribe(this);
   // Read the states only after subscribing: a transition from now on is
-  // queued (behind the initial states), one before is in the snapshot.
+  // queued (behind the initial states), one before is in the snapshot. A
+  // Watch of every dependency reads them later, shard by shard.
   std::vector<v1::StateChange> initial;
   if (status.ok()) {
-    initial = InitialStates();
+    if (!names_.empty()) initial = InitialStates();
     // Headers go out now, even when there is no state to send yet, so a
     // client knows its stream is live. Nothing else is issued before
     // started_ is set below, so this does not overlap another operation.
@@ -205,10 +286,11 @@ void WatchHub::Stream::Start(const v1::WatchRequest& request,
       // Not subscribed: nothing to undo.
       RequestFinishLocked(ToGrpcStatus(status));
     } else if (!finish_status_.has_value()) {
-      DropOlderThanLocked(initial);
-      queue_.insert(queue_.begin(), std::make_move_iterator(initial.begin()),
-                    std::make_move_iterator(initial.end()));
-      initial_pending_ = initial.size();
+      if (names_.empty()) {
+        next_shard_ = 0;
+      } else {
+        QueueInitialLocked(std::move(initial));
+      }
     }
     started_ = true;
     op = NextOpLocked();
@@ -223,12 +305,8 @@ void WatchHub::Stream::Push(const v1::StateChange& change) {
     MutexLock lock(&mu_);
     if (finish_status_.has_value()) return;
     queue_.push_back(change);
-    if (queue_.size() - initial_pending_ > max_queue_) {
-      ended = RequestFinishLocked(grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("watch: client reads too slowly (queue limit ",
-                       max_queue_, ")")));
-    }
+    CountQueued(1);
+    ended = EndIfTooFarBehindLocked();
     op = NextOpLocked();
   }
   if (ended) hub_->Unsubscribe(this);
@@ -250,8 +328,10 @@ void WatchHub::Stream::End(grpc::Status status) {
 bool WatchHub::Stream::RequestFinishLocked(grpc::Status status) {
   if (finish_status_.has_value()) return false;
   finish_status_ = std::move(status);
+  CountQueued(-static_cast<ptrdiff_t>(queue_.size()));
   queue_.clear();
   initial_pending_ = 0;
+  next_shard_ = kNoShard;
   return true;
 }
 
@@ -267,9 +347,18 @@ WatchHub::Stream::Op WatchHub::Stream::NextOpLocked() {
     op.status = *finish_status_;
     return op;
   }
+  if (initial_pending_ == 0 && next_shard_ < kNoShard) {
+    // The previous shard's states are all written (or in flight): read the
+    // next one before sending more.
+    issuing_ = true;
+    op.kind = Op::Kind::kRefill;
+    op.shard = next_shard_;
+    return op;
+  }
   if (!write_in_flight_ && !queue_.empty()) {
     writing_ = std::move(queue_.front());
     queue_.pop_front();
+    CountQueued(-1);
     if (initial_pending_ > 0) --initial_pending_;
     write_in_flight_ = true;
     issuing_ = true;
@@ -280,14 +369,33 @@ WatchHub::Stream::Op WatchHub::Stream::NextOpLocked() {
 
 void WatchHub::Stream::Pump(Op op) {
   while (op.kind != Op::Kind::kNone) {
-    if (op.kind == Op::Kind::kWrite) {
-      StartWrite(&writing_);
-    } else {
-      Finish(std::move(op.status));
+    std::vector<v1::StateChange> initial;
+    size_t shard = op.shard;
+    switch (op.kind) {
+      case Op::Kind::kWrite:
+        StartWrite(&writing_);
+        break;
+      case Op::Kind::kFinish:
+        Finish(std::move(op.status));
+        break;
+      case Op::Kind::kRefill:
+        initial = ReadShards(&shard);
+        break;
+      case Op::Kind::kNone:
+        break;
     }
-    MutexLock lock(&mu_);
-    issuing_ = false;
-    op = NextOpLocked();
+    bool ended = false;
+    {
+      MutexLock lock(&mu_);
+      issuing_ = false;
+      if (op.kind == Op::Kind::kRefill && !finish_status_.has_value()) {
+        next_shard_ = shard;
+        QueueInitialLocked(std::move(initial));
+        ended = EndIfTooFarBehindLocked();
+      }
+      op = NextOpLocked();
+    }
+    if (ended) hub_->Unsubscribe(this);
   }
 }
 
@@ -317,8 +425,13 @@ void WatchHub::Stream::OnDone() {
 
 // --- WatchHub ----------------------------------------------------------------
 
-WatchHub::WatchHub(Registry* registry, size_t max_streams, size_t max_queue)
-    : registry_(registry), max_streams_(max_streams), max_queue_(max_queue) {}
+WatchHub::WatchHub(Registry* registry, size_t max_streams, size_t max_queue,
+                   ReadLimiter* read_limiter, size_t max_queued_total)
+    : registry_(registry),
+      max_streams_(max_streams),
+      max_queue_(max_queue),
+      read_limiter_(read_limiter),
+      max_queued_total_(max_queued_total) {}
 
 WatchHub::~WatchHub() {
   WriterMutexLock lock(&mu_);
@@ -343,6 +456,7 @@ absl::Status WatchHub::Subscribe(Stream* stream) {
                      " concurrent Watch streams (limit reached); retry later"));
   }
   streams_.insert(stream);
+  subscribed_.store(streams_.size(), std::memory_order_relaxed);
   if (stream->names().empty()) {
     watch_all_.insert(stream);
   } else {
@@ -356,6 +470,7 @@ absl::Status WatchHub::Subscribe(Stream* stream) {
 void WatchHub::Unsubscribe(Stream* stream) {
   WriterMutexLock lock(&mu_);
   if (streams_.erase(stream) == 0) return;
+  subscribed_.store(streams_.size(), std::memory_order_relaxed);
   if (stream->names().empty()) {
     watch_all_.erase(stream);
     return;

@@ -7,6 +7,18 @@
 // than `max_queue` messages behind is ended with RESOURCE_EXHAUSTED so that a
 // stuck client costs bounded memory.
 //
+// Memory is bounded for all streams together too:
+//   - a Watch of every dependency reads its initial states lazily, one
+//     Registry shard at a time, the next only once the previous one is
+//     written: a stream that does not read holds about 1/256 of the
+//     breakers' states, not all of them;
+//   - at most `max_queued_total` messages wait in all queues together; past
+//     it, a stream holding at least its fair share (max_queued_total /
+//     streams) is ended with RESOURCE_EXHAUSTED when it is handed one more;
+//   - a Watch of every dependency is admitted by the ReadLimiter (charged
+//     the registry's size), so looping it cannot take the CPU that others'
+//     Acquire needs.
+//
 // Wiring: the hub does not register itself; call
 // registry->AddObserver(&hub) before serving. Shutdown() before
 // grpc::Server::Shutdown(), and destroy the hub only after the server has
@@ -16,6 +28,7 @@
 #ifndef BREAKERD_SERVER_SERVICE_WATCH_HUB_H_
 #define BREAKERD_SERVER_SERVICE_WATCH_HUB_H_
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 
@@ -30,6 +43,7 @@
 #include "server/engine/mutex.h"
 #include "server/engine/registry.h"
 #include "server/engine/types.h"
+#include "server/service/read_limiter.h"
 
 namespace breakerd {
 
@@ -42,12 +56,20 @@ class WatchHub final : public TransitionObserver {
   // Most dependencies one Watch request may name.
   static constexpr size_t kMaxWatchDependencies = 64;
 
-  // REQUIRES: `registry` is non-null and outlives the hub. `max_streams`:
-  // most concurrent Watch streams (default 1024); `max_queue`: most
-  // transitions queued for one stream behind the write in flight (default
-  // 1024; the initial states do not count).
+  // Most messages queued for all streams together, by default (about 16 MB
+  // of StateChange messages).
+  static constexpr size_t kDefaultMaxQueuedTotal = 65536;
+
+  // REQUIRES: `registry` is non-null and outlives the hub, and so does
+  // `read_limiter` if not null (null: Watch of every dependency is not
+  // limited). `max_streams`: most concurrent Watch streams (default 1024);
+  // `max_queue`: most transitions queued for one stream behind the write in
+  // flight (default 1024; the initial states do not count);
+  // `max_queued_total`: see above.
   explicit WatchHub(Registry* registry, size_t max_streams = 1024,
-                    size_t max_queue = 1024);
+                    size_t max_queue = 1024,
+                    ReadLimiter* read_limiter = nullptr,
+                    size_t max_queued_total = kDefaultMaxQueuedTotal);
   // REQUIRES: no stream is open (Shutdown(), then grpc::Server::Shutdown()
   // has returned).
   ~WatchHub() override;
@@ -81,6 +103,11 @@ class WatchHub final : public TransitionObserver {
   // counting (against max_streams too) as soon as its end is decided.
   size_t active_streams() const;
 
+  // Messages queued for all streams together (initial states included).
+  size_t queued_messages() const {
+    return queued_total_.load(std::memory_order_relaxed);
+  }
+
  private:
   class Stream;
 
@@ -95,6 +122,13 @@ class WatchHub final : public TransitionObserver {
   Registry* const registry_;
   const size_t max_streams_;
   const size_t max_queue_;
+  ReadLimiter* const read_limiter_;
+  const size_t max_queued_total_;
+
+  // Messages queued in all streams; streams subscribed (streams_.size(),
+  // readable without mu_).
+  std::atomic<size_t> queued_total_{0};
+  std::atomic<size_t> subscribed_{0};
 
   mutable SharedMutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

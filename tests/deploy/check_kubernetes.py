@@ -262,6 +262,17 @@ def check_sidecar(docs, label, native):
     for m in secret_mounts:
         vol = volumes[m["name"]]["secret"]
         check(vol.get("optional") is not True, "token Secret is required")
+        # 0400, made 0440 group fsGroup by the kubelet: readable by
+        # breakerd's group only (never 0644, the default).
+        check(vol.get("defaultMode") == 0o400,
+              f"token Secret defaultMode 0400 (got "
+              f"{oct(vol['defaultMode']) if 'defaultMode' in vol else 'unset: 0644'})")
+        pod_sc = spec.get("securityContext", {})
+        check(pod_sc.get("fsGroup") is not None
+              and pod_sc.get("fsGroup") == sc.get("runAsGroup"),
+              f"pod fsGroup ({pod_sc.get('fsGroup')}) is breakerd's "
+              f"runAsGroup ({sc.get('runAsGroup')}), so the 0400 token "
+              f"Secret is readable by breakerd")
         items = {i["key"]: i["path"] for i in vol.get("items", [])}
         token_file = os.path.basename(flags.get("admin-token-file", ""))
         check(items.get("token") == token_file,

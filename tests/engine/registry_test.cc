@@ -1,7 +1,9 @@
 #include "server/engine/registry.h"
 
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -291,6 +293,52 @@ TEST_F(RegistryTest, ARecreatedBreakerContinuesAboveItsEvictedGeneration) {
   ASSERT_EQ(observer_.seen.size(), 1u);
   EXPECT_EQ(observer_.seen[0].to, State::kOpen);
   EXPECT_GT(observer_.seen[0].generation, evicted_generation);
+}
+
+// What /metrics sums over every dependency must never go down: an evicted
+// breaker's counts stay in SumCounters.
+TEST_F(RegistryTest, SumCountersKeepsWhatEvictedBreakersCounted) {
+  registry_.ForceOpen("one-off").IgnoreError();
+  registry_.ForceClose("one-off").IgnoreError();
+  registry_.Reset("one-off").IgnoreError();
+  ASSERT_TRUE(registry_.Acquire("one-off", 0)->allowed);
+  Fail("openai/down", 2);  // opens; kept
+  BreakerSnapshot before;
+  ASSERT_EQ(registry_.SumCounters(&before), 2u);
+  EXPECT_EQ(before.acquires[static_cast<int>(Decision::kAllowed)], 3u);
+  EXPECT_EQ(before.reports[static_cast<int>(OutcomeClass::kTimeout)]
+                          [static_cast<int>(Effect::kCountedFailure)],
+            2u);
+  uint64_t transitions = 0;
+  for (const auto& t : before.transitions) transitions += t.count;
+  EXPECT_EQ(transitions, 4u);  // three for one-off, one for openai/down
+  double seconds_before = 0;
+  for (double s : before.state_seconds) seconds_before += s;
+
+  clock_.Advance(absl::Minutes(11));
+  ASSERT_EQ(registry_.EvictIdle(), 1u);
+  BreakerSnapshot after;
+  ASSERT_EQ(registry_.SumCounters(&after), 1u);
+  EXPECT_EQ(after.acquires, before.acquires);
+  EXPECT_EQ(after.reports, before.reports);
+  auto by_kind = [](const BreakerSnapshot& s) {
+    std::map<std::tuple<State, State, TransitionReason>, uint64_t> counts;
+    for (const auto& t : s.transitions) {
+      counts[{t.from, t.to, t.reason}] += t.count;
+    }
+    return counts;
+  };
+  EXPECT_EQ(by_kind(after), by_kind(before));
+  EXPECT_EQ(by_kind(after).size(), 4u);
+  // Both breakers lived 11 more minutes: one until its eviction (now).
+  double seconds_after = 0;
+  for (double s : after.state_seconds) seconds_after += s;
+  EXPECT_DOUBLE_EQ(seconds_after, seconds_before + 2 * 11 * 60);
+  // Re-created, the name counts from zero again, on top of the kept sum.
+  ASSERT_TRUE(registry_.Acquire("one-off", 0)->allowed);
+  BreakerSnapshot again;
+  ASSERT_EQ(registry_.SumCounters(&again), 2u);
+  EXPECT_EQ(again.acquires[static_cast<int>(Decision::kAllowed)], 4u);
 }
 
 TEST_F(RegistryTest, ListAndForEachSeeEveryBreaker) {

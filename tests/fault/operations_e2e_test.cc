@@ -177,7 +177,9 @@ TEST(FlagsE2eTest, UnknownFlagAndBadFlagValueExitTwoNamingTheFlag) {
   for (const auto& [flag, named] :
        std::vector<std::pair<std::string, std::string>>{
            {"--no-such-flag", "--no-such-flag"},
-           {"--redis-db=abc", "--redis-db"}}) {
+           {"--redis-db=abc", "--redis-db"},
+           {"--read-all-breakers-per-second=0",
+            "read-all-breakers-per-second: must be at least 1"}}) {
     SCOPED_TRACE(flag);
     BreakerdProcess proc;
     StartupFailure f = ExpectStartupFailure(proc, {flag});

@@ -424,7 +424,9 @@ TEST(SecurityE2eTest, ThePlaceholderTokenIsRefusedAtStart) {
 }
 
 // A token file others may read works, with a warning naming its mode; an
-// owner-only one gets none.
+// owner-only one gets none, nor one only breakerd's own group may read (a
+// Kubernetes Secret with defaultMode 0400 and the pod's fsGroup is 0440,
+// group fsGroup).
 TEST(SecurityE2eTest, AGroupOrWorldReadableTokenFileIsWarnedAbout) {
   BreakerdProcess shared;
   const std::string shared_file = shared.WriteFile("admin-token", kAdminToken);
@@ -441,6 +443,28 @@ TEST(SecurityE2eTest, AGroupOrWorldReadableTokenFileIsWarnedAbout) {
   ASSERT_TRUE(owner_only.Start({"--admin-token-file=" + private_file}));
   EXPECT_FALSE(absl::StrContains(owner_only.Log(), "secret_file_permissive"))
       << owner_only.Log();
+
+  BreakerdProcess own_group;
+  const std::string group_file =
+      own_group.WriteFile("admin-token", kAdminToken);
+  ASSERT_EQ(chown(group_file.c_str(), static_cast<uid_t>(-1), getegid()), 0);
+  ASSERT_EQ(chmod(group_file.c_str(), 0440), 0);
+  ASSERT_TRUE(own_group.Start({"--admin-token-file=" + group_file}));
+  EXPECT_FALSE(absl::StrContains(own_group.Log(), "secret_file_permissive"))
+      << own_group.Log();
+
+  // Group-readable by a group breakerd is not in: only root can make one.
+  if (geteuid() != 0) return;
+  BreakerdProcess foreign_group;
+  const std::string foreign_file =
+      foreign_group.WriteFile("admin-token", kAdminToken);
+  ASSERT_EQ(chown(foreign_file.c_str(), 0, 54321), 0);
+  ASSERT_EQ(chmod(foreign_file.c_str(), 0440), 0);
+  ASSERT_TRUE(foreign_group.Start({"--admin-token-file=" + foreign_file}));
+  const std::string foreign_warning =
+      LogLinesWith(foreign_group.Log(), "\"event\":\"secret_file_permissive\"");
+  EXPECT_TRUE(absl::StrContains(foreign_warning, "\"gid\":54321"))
+      << foreign_group.Log();
 }
 
 // 300 wrong tokens in well under a second: every one is counted in

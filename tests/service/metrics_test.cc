@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
@@ -231,6 +232,7 @@ class MetricsTest : public ::testing::Test {
       methods[1].method = "Watch";  // nothing yet
       return methods;
     };
+    stats_ = stats;
     collector_ = std::make_shared<RegistryCollector>(&registry_, stats);
   }
 
@@ -262,6 +264,7 @@ class MetricsTest : public ::testing::Test {
 
   FakeClock clock_;
   Registry registry_;
+  ProcessStats stats_;
   std::shared_ptr<RegistryCollector> collector_;
 };
 
@@ -495,6 +498,13 @@ TEST_F(MetricsTest, ServedTextMatchesPrometheusCppInEveryState) {
   stats.reload_successes = [] { return uint64_t{1} << 60; };
   const RegistryCollector collector(&registry_, stats);
   const std::string text = ServedText(collector);
+  // Hashed and omitted labels render the same in both writers too (and
+  // the sums give each label combination once).
+  for (DependencyLabel label :
+       {DependencyLabel::kHash, DependencyLabel::kOmit}) {
+    SCOPED_TRACE(DependencyLabelName(label));
+    ServedText(RegistryCollector(&registry_, stats, label));
+  }
 
   // The scenario produced what it meant to (else the comparison is weak).
   for (const char* expected :
@@ -527,21 +537,32 @@ TEST_F(MetricsTest, ServedTextMatchesPrometheusCppInEveryState) {
   }
 }
 
-// The exact text for one breaker with one call.
-TEST_F(MetricsTest, ServedTextIsExactForOneBreaker) {
-  Call("db/main", OutcomeClass::kSuccess, absl::Milliseconds(3));
-  clock_.Advance(absl::Milliseconds(2500));
+// The exact text of a scrape of the fixture's stats and one breaker,
+// "db/main", with one successful call of 3 ms, 2.5 s after it was created,
+// with the dependency label as `label` says.
+std::string OneBreakerText(DependencyLabel label) {
   auto header = [](FamilyId id) {
     const FamilyDef& f = Family(id);
     return absl::StrCat("# HELP ", f.name, " ", f.help, "\n# TYPE ", f.name,
                         " ", MetricKindName(f.kind), "\n");
   };
-  const std::string d = "{dependency=\"db/main\"";
+  // The labels of a per-breaker sample: `{dependency="...",<rest>}`, or
+  // without the dependency for kOmit.
+  const std::string dependency =
+      label == DependencyLabel::kName   ? "dependency=\"db/main\""
+      : label == DependencyLabel::kHash ? "dependency=\"hce95f71b99df0621\""
+                                        : "";
+  auto labels = [&](absl::string_view rest) {
+    if (dependency.empty())
+      return rest.empty() ? "" : absl::StrCat("{", rest, "}");
+    return absl::StrCat("{", dependency, rest.empty() ? "" : ",", rest, "}");
+  };
+  const bool omit = label == DependencyLabel::kOmit;
   std::string buckets;
   for (const char* le : {"0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5",
                          "1", "2.5", "5", "10", "30", "60", "120", "+Inf"}) {
-    absl::StrAppend(&buckets, "breakerd_call_duration_seconds_bucket", d,
-                    ",le=\"", le, "\"} 1\n");
+    absl::StrAppend(&buckets, "breakerd_call_duration_seconds_bucket",
+                    labels(absl::StrCat("le=\"", le, "\"")), " 1\n");
   }
   std::string rpc_buckets, watch_buckets;
   const std::pair<const char*, int> kRpcBuckets[] = {
@@ -558,47 +579,121 @@ TEST_F(MetricsTest, ServedTextIsExactForOneBreaker) {
                     "\"Watch\",le=\"",
                     le, "\"} 0\n");
   }
-  EXPECT_EQ(
-      Scrape(),
-      absl::StrCat(
-          header(FamilyId::kState), "breakerd_state", d,
-          ",mode=\"enforce\"} 0\n", header(FamilyId::kTransitions),
-          header(FamilyId::kAcquires), "breakerd_acquire_total", d,
-          ",decision=\"allowed\"} 1\n", header(FamilyId::kReports),
-          "breakerd_reports_total", d,
-          ",class=\"success\",effect=\"counted_success\"} 1\n",
-          header(FamilyId::kFailureRate), "breakerd_failure_rate", d, "} 0\n",
-          header(FamilyId::kStateSeconds), "breakerd_state_seconds_total", d,
-          ",state=\"closed\"} 2.5\n", header(FamilyId::kCallDuration), buckets,
-          "breakerd_call_duration_seconds_sum", d, "} 0.003\n",
-          "breakerd_call_duration_seconds_count", d, "} 1\n",
-          header(FamilyId::kRetries), header(FamilyId::kBreakers),
-          "breakerd_breakers 1\n", header(FamilyId::kBuildInfo),
-          "breakerd_build_info{version=\"1.2.3\"} 1\n",
-          header(FamilyId::kConfigReloads),
-          "breakerd_config_reloads_total{result=\"success\"} 3\n"
-          "breakerd_config_reloads_total{result=\"failure\"} 1\n",
-          header(FamilyId::kConfigValid), "breakerd_config_valid 0\n",
-          header(FamilyId::kUnknownPermits),
-          "breakerd_unknown_permits_total 0\n", header(FamilyId::kWatchStreams),
-          "breakerd_watch_streams 7\n", header(FamilyId::kGrpcHandled),
-          "breakerd_grpc_server_handled_total{method=\"Acquire\",code=\"OK\"} "
-          "2\n"
-          "breakerd_grpc_server_handled_total{method=\"Acquire\",code="
-          "\"INVALID_ARGUMENT\"} 1\n"
-          "breakerd_grpc_server_handled_total{method=\"Watch\",code=\"OK\"} "
-          "0\n",
-          header(FamilyId::kGrpcHandlingSeconds), rpc_buckets,
-          "breakerd_grpc_server_handling_seconds_sum{method=\"Acquire\"} "
-          "0.5\n"
-          "breakerd_grpc_server_handling_seconds_count{method=\"Acquire\"} "
-          "3\n",
-          watch_buckets,
-          "breakerd_grpc_server_handling_seconds_sum{method=\"Watch\"} 0\n"
-          "breakerd_grpc_server_handling_seconds_count{method=\"Watch\"} "
-          "0\n"));
+  return absl::StrCat(
+      omit ? ""
+           : absl::StrCat(header(FamilyId::kState), "breakerd_state",
+                          labels("mode=\"enforce\""), " 0\n"),
+      header(FamilyId::kTransitions), header(FamilyId::kAcquires),
+      "breakerd_acquire_total", labels("decision=\"allowed\""), " 1\n",
+      header(FamilyId::kReports), "breakerd_reports_total",
+      labels("class=\"success\",effect=\"counted_success\""), " 1\n",
+      omit ? ""
+           : absl::StrCat(header(FamilyId::kFailureRate),
+                          "breakerd_failure_rate", labels(""), " 0\n"),
+      header(FamilyId::kStateSeconds), "breakerd_state_seconds_total",
+      labels("state=\"closed\""), " 2.5\n", header(FamilyId::kCallDuration),
+      buckets, "breakerd_call_duration_seconds_sum", labels(""), " 0.003\n",
+      "breakerd_call_duration_seconds_count", labels(""), " 1\n",
+      header(FamilyId::kRetries), header(FamilyId::kBreakers),
+      "breakerd_breakers 1\n", header(FamilyId::kBuildInfo),
+      "breakerd_build_info{version=\"1.2.3\"} 1\n",
+      header(FamilyId::kConfigReloads),
+      "breakerd_config_reloads_total{result=\"success\"} 3\n"
+      "breakerd_config_reloads_total{result=\"failure\"} 1\n",
+      header(FamilyId::kConfigValid), "breakerd_config_valid 0\n",
+      header(FamilyId::kUnknownPermits), "breakerd_unknown_permits_total 0\n",
+      header(FamilyId::kWatchStreams), "breakerd_watch_streams 7\n",
+      header(FamilyId::kGrpcHandled),
+      "breakerd_grpc_server_handled_total{method=\"Acquire\",code=\"OK\"} "
+      "2\n"
+      "breakerd_grpc_server_handled_total{method=\"Acquire\",code="
+      "\"INVALID_ARGUMENT\"} 1\n"
+      "breakerd_grpc_server_handled_total{method=\"Watch\",code=\"OK\"} "
+      "0\n",
+      header(FamilyId::kGrpcHandlingSeconds), rpc_buckets,
+      "breakerd_grpc_server_handling_seconds_sum{method=\"Acquire\"} "
+      "0.5\n"
+      "breakerd_grpc_server_handling_seconds_count{method=\"Acquire\"} "
+      "3\n",
+      watch_buckets,
+      "breakerd_grpc_server_handling_seconds_sum{method=\"Watch\"} 0\n"
+      "breakerd_grpc_server_handling_seconds_count{method=\"Watch\"} "
+      "0\n");
 }
 
+// The exact text for one breaker with one call.
+TEST_F(MetricsTest, ServedTextIsExactForOneBreaker) {
+  Call("db/main", OutcomeClass::kSuccess, absl::Milliseconds(3));
+  clock_.Advance(absl::Milliseconds(2500));
+  EXPECT_EQ(Scrape(), OneBreakerText(DependencyLabel::kName));
+}
+
+// --metrics-dependency-label=hash: the same text, with "h" + FNV-1a 64 of
+// the name in place of the name.
+TEST_F(MetricsTest, HashedLabelTextIsExactForOneBreaker) {
+  Call("db/main", OutcomeClass::kSuccess, absl::Milliseconds(3));
+  clock_.Advance(absl::Milliseconds(2500));
+  const RegistryCollector hashed(&registry_, stats_, DependencyLabel::kHash);
+  const std::string text = ServedText(hashed);
+  EXPECT_EQ(text, OneBreakerText(DependencyLabel::kHash));
+  EXPECT_THAT(text, Not(HasSubstr("db/main")));
+}
+
+// --metrics-dependency-label=omit: no dependency label, no breakerd_state
+// and no breakerd_failure_rate.
+TEST_F(MetricsTest, OmittedLabelTextIsExactForOneBreaker) {
+  Call("db/main", OutcomeClass::kSuccess, absl::Milliseconds(3));
+  clock_.Advance(absl::Milliseconds(2500));
+  const RegistryCollector omitted(&registry_, stats_, DependencyLabel::kOmit);
+  const std::string text = ServedText(omitted);
+  EXPECT_EQ(text, OneBreakerText(DependencyLabel::kOmit));
+  EXPECT_THAT(text, Not(HasSubstr("dependency=")));
+  EXPECT_THAT(text, Not(HasSubstr("db/main")));
+}
+
+// Without the dependency label each counter and histogram is the sum over
+// every dependency, and an evicted breaker's counts stay in the sums (a
+// counter that went down would read as a reset to Prometheus).
+TEST_F(MetricsTest, OmittedLabelSumsEveryDependencyAndKeepsEvictedCounts) {
+  Call("svc/idle", OutcomeClass::kSuccess, absl::Milliseconds(3));
+  Call("svc/down", OutcomeClass::kSuccess, absl::Milliseconds(3));
+  for (int i = 0; i < 5; ++i) {
+    Call("svc/down", OutcomeClass::kTimeout, absl::Milliseconds(200));
+  }
+  clock_.Advance(absl::Minutes(11));  // svc/idle idle; svc/down still open
+  const RegistryCollector omitted(&registry_, stats_, DependencyLabel::kOmit);
+  const std::string before = ServedText(omitted);
+  for (const char* expected : {
+           "breakerd_transitions_total{from=\"closed\",to=\"open\",reason="
+           "\"consecutive_failures\"} 1\n",
+           "breakerd_acquire_total{decision=\"allowed\"} 7\n",
+           "breakerd_reports_total{class=\"success\",effect=\"counted_"
+           "success\"} 2\n",
+           "breakerd_reports_total{class=\"timeout\",effect=\"counted_"
+           "failure\"} 5\n",
+           "breakerd_state_seconds_total{state=\"closed\"} 660\n",
+           "breakerd_call_duration_seconds_bucket{le=\"0.005\"} 2\n",
+           "breakerd_call_duration_seconds_bucket{le=\"0.25\"} 7\n",
+           "breakerd_call_duration_seconds_count 7\n",
+           "breakerd_breakers 2\n",
+       }) {
+    EXPECT_THAT(before, HasSubstr(expected));
+  }
+  EXPECT_DOUBLE_EQ(
+      ParseExposition(before).samples.at("breakerd_call_duration_seconds_sum"),
+      0.003 + 0.003 + 5 * 0.2);
+  EXPECT_THAT(before, Not(HasSubstr("breakerd_state{")));
+  EXPECT_THAT(before, Not(HasSubstr("breakerd_failure_rate")));
+
+  ASSERT_EQ(registry_.EvictIdle(), 1u);
+  ASSERT_FALSE(registry_.Get("svc/idle").ok());
+  std::string after = ServedText(omitted);
+  // Everything the same but the number of breakers held.
+  EXPECT_THAT(after, HasSubstr("breakerd_breakers 1\n"));
+  absl::StrReplaceAll({{"breakerd_breakers 1\n", "breakerd_breakers 2\n"}},
+                      &after);
+  EXPECT_EQ(after, before);
+}
 // Long names need more room than the writer first sets aside per breaker.
 TEST_F(MetricsTest, ServedTextIsCompleteWhenNamesAreLong) {
   for (char c : {'a', 'b', 'c'}) {
@@ -616,6 +711,100 @@ TEST_F(MetricsTest, AppendTextAppendsToWhatIsThere) {
   collector_->AppendText(&text);
   EXPECT_THAT(text, ::testing::StartsWith("prefix\n# HELP breakerd_state "));
   EXPECT_THAT(text, ::testing::EndsWith(kLastLine));
+}
+
+// /metrics streams the text: pieces of at least the chunk size (but the
+// last), ending at a line end, never much bigger, that join to the whole
+// text.
+TEST_F(MetricsTest, StreamedPiecesJoinToTheWholeTextAndStayNearTheChunkSize) {
+  for (int i = 0; i < 300; ++i) {
+    Call(absl::StrCat("provider-", i % 7, "/key-", i), OutcomeClass::kSuccess,
+         absl::Milliseconds(42));
+  }
+  std::string whole;
+  collector_->AppendText(&whole);
+  constexpr size_t kChunk = 4096;
+  std::string buffer;
+  std::vector<std::string> pieces;
+  ASSERT_TRUE(collector_->WriteText(kChunk, &buffer, [&](absl::string_view p) {
+    pieces.emplace_back(p);
+    return true;
+  }));
+  ASSERT_GT(pieces.size(), 10u);
+  EXPECT_EQ(absl::StrJoin(pieces, ""), whole);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("piece ", i, " of ", pieces.size()));
+    EXPECT_THAT(pieces[i], ::testing::EndsWith("\n"));
+    if (i + 1 < pieces.size()) {
+      EXPECT_GE(pieces[i].size(), kChunk);
+    }
+    // The chunk plus one shard's lines of one family (a histogram of 17
+    // lines per breaker, a few breakers per shard).
+    EXPECT_LT(pieces[i].size(), kChunk + 16 * 1024);
+  }
+  // The buffer holds one piece, not the text.
+  EXPECT_LT(buffer.capacity(), 2 * (kChunk + 16 * 1024));
+}
+
+// A scrape whose client is gone stops rendering at the next piece.
+TEST_F(MetricsTest, StreamingStopsWhenAWriteFails) {
+  for (int i = 0; i < 300; ++i) {
+    Call(absl::StrCat("dep/", i), OutcomeClass::kSuccess,
+         absl::Milliseconds(42));
+  }
+  std::string buffer;
+  int writes = 0;
+  EXPECT_FALSE(collector_->WriteText(4096, &buffer, [&](absl::string_view) {
+    ++writes;
+    return writes < 2;
+  }));
+  EXPECT_EQ(writes, 2);
+}
+
+// ---------------------------------------------------------------------------
+// The dependency label's hash: FNV-1a 64, the published test vectors.
+
+TEST(DependencyLabelTest, HashIsFnv1a64OfTheNameInSixteenHexDigits) {
+  EXPECT_EQ(Fnv1a64(""), 0xcbf29ce484222325u);
+  EXPECT_EQ(Fnv1a64("a"), 0xaf63dc4c8601ec8cu);
+  EXPECT_EQ(Fnv1a64("foobar"), 0x85944171f73967e8u);
+  EXPECT_EQ(HashedDependencyLabel("a"), "haf63dc4c8601ec8c");
+  EXPECT_EQ(HashedDependencyLabel("foobar"), "h85944171f73967e8");
+  EXPECT_EQ(HashedDependencyLabel("db/main"), "hce95f71b99df0621");
+  // Leading zero digits are kept: always 17 bytes.
+  for (const char* name : {"x", "pay/api", "llm/openai@eu-1"}) {
+    EXPECT_EQ(HashedDependencyLabel(name).size(), 17u) << name;
+  }
+}
+
+TEST(DependencyLabelTest, FlagValuesAreExactlyNameHashOrOmit) {
+  EXPECT_EQ(ParseDependencyLabel("name"), DependencyLabel::kName);
+  EXPECT_EQ(ParseDependencyLabel("hash"), DependencyLabel::kHash);
+  EXPECT_EQ(ParseDependencyLabel("omit"), DependencyLabel::kOmit);
+  for (const char* bad : {"", "Name", "hashed", "none", " omit"}) {
+    EXPECT_EQ(ParseDependencyLabel(bad), std::nullopt) << bad;
+  }
+  for (DependencyLabel label : {DependencyLabel::kName, DependencyLabel::kHash,
+                                DependencyLabel::kOmit}) {
+    EXPECT_EQ(ParseDependencyLabel(DependencyLabelName(label)), label);
+    EXPECT_THAT(std::string(kDependencyLabelChoices),
+                HasSubstr(DependencyLabelName(label)));
+  }
+}
+
+// The per-breaker families are the ones whose first label is the
+// dependency, and no family has more labels than kMaxLabels.
+TEST(FamiliesTest, PerBreakerFamiliesLeadWithTheDependencyLabel) {
+  for (int i = 0; i < kFamilyCount; ++i) {
+    const FamilyId id = static_cast<FamilyId>(i);
+    const FamilyDef& f = Family(id);
+    EXPECT_LE(f.labels.size(), kMaxLabels) << f.name;
+    const bool leads = !f.labels.empty() && f.labels[0] == "dependency";
+    EXPECT_EQ(leads, PerBreakerFamily(id)) << f.name;
+    for (size_t l = 1; l < f.labels.size(); ++l) {
+      EXPECT_NE(f.labels[l], "dependency") << f.name;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------

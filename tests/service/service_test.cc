@@ -4,10 +4,12 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
@@ -21,6 +23,7 @@
 #include "server/service/admin_service.h"
 #include "server/service/breaker_service.h"
 #include "server/service/convert.h"
+#include "server/service/read_limiter.h"
 #include "server/service/rpc_stats.h"
 #include "server/service/watch_hub.h"
 
@@ -52,6 +55,9 @@ class ServiceTest : public ::testing::Test {
   struct Options {
     size_t max_streams = 1024;
     size_t max_queue = 1024;
+    size_t max_queued_total = WatchHub::kDefaultMaxQueuedTotal;
+    // Breakers read per second by full reads; 0: no ReadLimiter.
+    int64_t read_all_per_second = 0;
     std::optional<std::string> token = kToken;
   };
 
@@ -65,12 +71,18 @@ class ServiceTest : public ::testing::Test {
     registry_ =
         std::make_unique<Registry>(std::make_shared<const PolicySet>(), &clock_,
                                    /*permit_secret=*/42, &HalfUniform);
+    read_limiter_.reset();
+    if (options.read_all_per_second > 0) {
+      read_limiter_ =
+          std::make_unique<ReadLimiter>(&clock_, options.read_all_per_second);
+    }
     hub_ = std::make_unique<WatchHub>(registry_.get(), options.max_streams,
-                                      options.max_queue);
+                                      options.max_queue, read_limiter_.get(),
+                                      options.max_queued_total);
     registry_->AddObserver(hub_.get());
-    breaker_service_ =
-        std::make_unique<BreakerServiceImpl>(registry_.get(), hub_.get(),
-                                             /*tracker=*/nullptr, &rpc_stats_);
+    breaker_service_ = std::make_unique<BreakerServiceImpl>(
+        registry_.get(), hub_.get(), /*tracker=*/nullptr, &rpc_stats_,
+        /*trace=*/nullptr, read_limiter_.get());
     admin_service_ = std::make_unique<AdminServiceImpl>(
         registry_.get(), options.token, &rpc_stats_);
     grpc::ServerBuilder builder;
@@ -181,6 +193,7 @@ class ServiceTest : public ::testing::Test {
 
   FakeClock clock_;
   RpcStats rpc_stats_;
+  std::unique_ptr<ReadLimiter> read_limiter_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<WatchHub> hub_;
   std::unique_ptr<BreakerServiceImpl> breaker_service_;
@@ -635,6 +648,194 @@ TEST_F(ServiceTest, WatchWithNoNamesFollowsEveryBreaker) {
   EXPECT_EQ(change.reason(), "forced_open");
   call->ctx.TryCancel();
   Drain(*call);
+}
+
+// Issue 13: 200 unread Watch(all) streams over 10,000 breakers held every
+// breaker's state each (481 MB). Now a stream reads the registry one shard
+// (about 1/256 of it) at a time, the next once the previous is written.
+TEST_F(ServiceTest, WatchOfEveryDependencyHoldsOneShardAtATimeAndSendsAll) {
+  constexpr int kBreakers = 2560;
+  for (int i = 0; i < kBreakers; ++i) {
+    ASSERT_TRUE(registry_->Acquire(absl::StrCat("dep/", i), 0).ok());
+  }
+  auto unread = Watch({});
+  auto reader = Watch({});
+  v1::StateChange change;
+  ASSERT_TRUE(unread->reader->Read(&change));  // started; then never read
+  std::set<std::string> seen;
+  ASSERT_TRUE(reader->reader->Read(&change));
+  seen.insert(change.dependency());
+  // The in-process transport completes a write only when the client reads:
+  // the unread stream holds what it has queued. 10 breakers per shard on
+  // average; a shard holds far fewer than 64 of them.
+  EXPECT_LT(hub_->queued_messages(), 2 * 64u);
+  while (seen.size() < static_cast<size_t>(kBreakers)) {
+    ASSERT_TRUE(reader->reader->Read(&change));
+    EXPECT_EQ(change.reason(), "initial");
+    EXPECT_TRUE(seen.insert(change.dependency()).second)
+        << change.dependency() << " sent twice";
+    EXPECT_LT(hub_->queued_messages(), 2 * 64u);
+  }
+  // Every breaker once; then live transitions follow.
+  ASSERT_TRUE(registry_->ForceOpen("dep/7").ok());
+  ASSERT_TRUE(reader->reader->Read(&change));
+  EXPECT_EQ(change.dependency(), "dep/7");
+  EXPECT_EQ(change.state(), v1::STATE_FORCED_OPEN);
+  unread->ctx.TryCancel();
+  reader->ctx.TryCancel();
+  Drain(*unread);
+  Drain(*reader);
+  // A stream leaves the hub (on the server's side of the cancellation) only
+  // after its queue is dropped.
+  while (hub_->active_streams() > 0) std::this_thread::yield();
+  EXPECT_EQ(hub_->queued_messages(), 0u);
+}
+
+// Transitions while a Watch of every dependency is still reading shards:
+// each dependency's generations never go back, and every breaker's last
+// message is its current state.
+TEST_F(ServiceTest, WatchOfEveryDependencyKeepsOrderWhileShardsAreRead) {
+  constexpr int kBreakers = 1024;
+  for (int i = 0; i < kBreakers; ++i) {
+    ASSERT_TRUE(registry_->Acquire(absl::StrCat("dep/", i), 0).ok());
+  }
+  auto call = Watch({});
+  v1::StateChange change;
+  ASSERT_TRUE(call->reader->Read(&change));
+  absl::flat_hash_map<std::string, v1::StateChange> last;
+  last[change.dependency()] = change;
+  // Every 8th breaker is forced open, then closed, while shards are read.
+  for (int i = 0; i < kBreakers; i += 8) {
+    ASSERT_TRUE(registry_->ForceOpen(absl::StrCat("dep/", i)).ok());
+    ASSERT_TRUE(registry_->ForceClose(absl::StrCat("dep/", i)).ok());
+  }
+  // Read until every breaker's current generation has been seen.
+  absl::flat_hash_map<std::string, uint64_t> current;
+  registry_->ForEach(
+      [&](const BreakerSnapshot& s) { current[s.dependency] = s.generation; });
+  auto done = [&] {
+    for (const auto& [name, generation] : current) {
+      auto it = last.find(name);
+      if (it == last.end() || it->second.generation() < generation) {
+        return false;
+      }
+    }
+    return true;
+  };
+  while (!done()) {
+    ASSERT_TRUE(call->reader->Read(&change));
+    auto it = last.find(change.dependency());
+    if (it != last.end()) {
+      EXPECT_GE(change.generation(), it->second.generation())
+          << change.dependency() << " went back";
+    }
+    last[change.dependency()] = change;
+  }
+  for (int i = 0; i < kBreakers; i += 8) {
+    EXPECT_EQ(last[absl::StrCat("dep/", i)].state(), v1::STATE_FORCED_CLOSED);
+  }
+  call->ctx.TryCancel();
+  Drain(*call);
+}
+
+// The hub's total: past max_queued_total, a stream holding at least its
+// fair share is ended when handed one more message; one that holds little
+// is not.
+TEST_F(ServiceTest, StreamsHoldingTheirShareOfAFullHubAreEnded) {
+  Options options;
+  options.max_queued_total = 40;
+  Start(options);
+  std::vector<std::unique_ptr<WatchCall>> flappy;
+  v1::StateChange change;
+  for (int i = 0; i < 3; ++i) {
+    flappy.push_back(Watch({"svc/flappy"}));
+    ASSERT_TRUE(flappy.back()->reader->Read(&change));  // subscribed
+  }
+  auto quiet = Watch({"svc/quiet"});
+  ASSERT_TRUE(quiet->reader->Read(&change));
+  ASSERT_EQ(hub_->active_streams(), 4u);
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(registry_->ForceOpen("svc/flappy").ok());
+    ASSERT_TRUE(registry_->ForceClose("svc/flappy").ok());
+    // Never more than the limit plus the one message that crossed it.
+    EXPECT_LE(hub_->queued_messages(), options.max_queued_total + 1);
+  }
+  for (auto& call : flappy) {
+    grpc::Status s = Drain(*call);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(s.error_message(),
+                HasSubstr("messages queued for all Watch streams, limit 40"));
+  }
+  // The quiet stream was not blamed, and still works.
+  EXPECT_EQ(hub_->active_streams(), 1u);
+  ASSERT_TRUE(registry_->ForceOpen("svc/quiet").ok());
+  ASSERT_TRUE(quiet->reader->Read(&change));
+  EXPECT_EQ(change.state(), v1::STATE_FORCED_OPEN);
+  quiet->ctx.TryCancel();
+  Drain(*quiet);
+}
+
+// Issue 13: two callers looping Watch(all) or ListStates at 10,000
+// breakers starved everyone's Acquire. Reads of the whole registry are
+// admitted by the ReadLimiter.
+TEST_F(ServiceTest, FullRegistryReadsAreRateLimited) {
+  Options options;
+  options.read_all_per_second = 100;
+  Start(options);
+  for (int i = 0; i < 150; ++i) {
+    ASSERT_TRUE(registry_->Acquire(absl::StrCat("dep/", i), 0).ok());
+  }
+  v1::ListStatesResponse listed;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->ListStates(&ctx, {}, &listed).ok());  // 100 -> -50
+    EXPECT_EQ(listed.breakers_size(), 150);
+  }
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = stub_->ListStates(&ctx, {}, &listed);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(s.error_message(),
+                HasSubstr("list_states: reads of every breaker are limited to "
+                          "100 breakers per second "
+                          "(--read-all-breakers-per-second); retry in 501 ms"));
+  }
+  auto all = Watch({});
+  grpc::Status s = Drain(*all);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("watch: reads of every breaker"));
+  // Named Watch streams and Acquire are not limited.
+  auto named = Watch({"dep/1"});
+  v1::StateChange change;
+  ASSERT_TRUE(named->reader->Read(&change));
+  v1::AcquireResponse acquired;
+  ASSERT_TRUE(Acquire("dep/1", &acquired).ok());
+  // Paid back after half a second (plus the refill to a positive balance).
+  clock_.Advance(absl::Milliseconds(501));
+  {
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_->ListStates(&ctx, {}, &listed).ok());
+  }
+  named->ctx.TryCancel();
+  Drain(*named);
+}
+
+TEST(ReadLimiterTest, AdmitsWhileNotInDebtAndRefillsAtItsRate) {
+  FakeClock clock;
+  ReadLimiter limiter(&clock, 1000);
+  EXPECT_TRUE(limiter.Admit(600, "x").ok());  // 1000 -> 400
+  EXPECT_TRUE(limiter.Admit(600, "x").ok());  // 400 -> -200: debt allowed
+  absl::Status s = limiter.Admit(1, "x");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("retry in 201 ms"));
+  clock.Advance(absl::Milliseconds(200));  // -200 -> 0: still not positive
+  EXPECT_FALSE(limiter.Admit(1, "x").ok());
+  clock.Advance(absl::Milliseconds(1));        // 1
+  EXPECT_TRUE(limiter.Admit(5000, "x").ok());  // bigger than the bucket
+  // The bucket holds one second of reads, however long it stays idle.
+  clock.Advance(absl::Hours(1));
+  EXPECT_TRUE(limiter.Admit(1000, "x").ok());  // debt paid, then full: 0
+  EXPECT_FALSE(limiter.Admit(1, "x").ok());
 }
 
 TEST_F(ServiceTest, WatchRejectsBadNamesAndTooManyNames) {

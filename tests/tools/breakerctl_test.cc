@@ -457,8 +457,9 @@ TEST_F(BreakerctlTest, UsageErrorsExitTwoAndHelpListsCommands) {
   ASSERT_EQ(help.exit_code, 0) << help;
   for (const char* word :
        {"list", "get DEP", "watch [DEP...]", "force-open DEP",
-        "force-close DEP", "reset DEP", "simulate", "--target=ADDR",
-        "--token=TOKEN", "--token-file=PATH", "--json", "--timeout=DURATION"}) {
+        "force-close DEP", "reset DEP", "simulate", "hash-label NAME...",
+        "--target=ADDR", "--token=TOKEN", "--token-file=PATH", "--json",
+        "--timeout=DURATION"}) {
     EXPECT_TRUE(absl::StrContains(help.out, word)) << word << "\n" << help;
   }
 }
@@ -471,6 +472,53 @@ TEST_F(BreakerctlTest, UnreachableTargetIsUnavailable) {
   EXPECT_TRUE(absl::StartsWith(r.err, "breakerctl: UNAVAILABLE") ||
               absl::StartsWith(r.err, "breakerctl: DEADLINE_EXCEEDED"))
       << r;
+}
+
+// hash-label prints, for each name, the label a breakerd started with
+// --metrics-dependency-label=hash exports for it ("h" + FNV-1a 64; the
+// values below come from the published algorithm, computed outside
+// breakerd). It needs no server: the names are hashed locally.
+TEST(BreakerctlHashLabelTest, PrintsTheLabelBreakerdExportsForEachName) {
+  BreakerdProcess proc;
+  ASSERT_TRUE(proc.Start({"--metrics-dependency-label=hash"}));
+  auto stub = proc.BreakerStub();
+  for (const char* dep : {"db/main", "pay/api"}) {
+    grpc::ClientContext ctx;
+    v1::AcquireRequest acquire;
+    acquire.set_dependency(dep);
+    v1::AcquireResponse granted;
+    ASSERT_TRUE(stub->Acquire(&ctx, acquire, &granted).ok()) << dep;
+  }
+  CtlProcess ctl(proc.dir(), 0);
+  ASSERT_TRUE(ctl.Start({"hash-label", "db/main", "pay/api"}));
+  ASSERT_EQ(ctl.Wait(kCtlTimeout), 0) << ctl.err();
+  EXPECT_EQ(ctl.out(),
+            "db/main\thce95f71b99df0621\npay/api\thfe6030c37d534b36\n");
+  const std::string metrics = proc.Metrics();
+  for (absl::string_view line :
+       absl::StrSplit(ctl.out(), '\n', absl::SkipEmpty())) {
+    const std::pair<std::string, std::string> name_label =
+        absl::StrSplit(line, '\t');
+    EXPECT_EQ(Sample(metrics,
+                     absl::StrCat("breakerd_state{dependency=\"",
+                                  name_label.second, "\",mode=\"enforce\"}")),
+              0)
+        << name_label.first << "\n"
+        << metrics;
+    EXPECT_FALSE(absl::StrContains(metrics, name_label.first));
+  }
+
+  // No name, or a name breakerd would refuse: usage errors.
+  int id = 1;
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"hash-label"},
+                                             {"hash-label", "ok", "not ok"}}) {
+    CtlProcess bad(proc.dir(), id++);
+    ASSERT_TRUE(bad.Start(args));
+    EXPECT_EQ(bad.Wait(kCtlTimeout), 2) << bad.command();
+    EXPECT_EQ(bad.out(), "") << bad.command();
+    EXPECT_TRUE(absl::StartsWith(bad.err(), "breakerctl: ")) << bad.err();
+  }
 }
 
 // simulate needs no server: the temporary directory of an unstarted

@@ -36,6 +36,8 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "server/engine/registry.h"
+#include "server/metrics/dependency_label.h"
 #include "tools/breakerctl/format.h"
 #include "tools/breakerctl/simulate.h"
 
@@ -88,6 +90,9 @@ Commands:
                        simulated clock; print when each breaker would have
                        opened, probed and closed, and how many calls it would
                        have refused
+  hash-label NAME...   for each dependency NAME, the label /metrics shows for
+                       it under breakerd --metrics-dependency-label=hash, as
+                       "NAME<TAB>LABEL" (local: no breakerd needed)
 The admin commands (force-open, force-close, reset) need --token or
 --token-file.
 
@@ -374,6 +379,20 @@ int Run(int argc, char** argv) {
     return UsageError("--timeout must be > 0");
   }
   auto want_args = [&](size_t n) -> bool { return rest.size() == n; };
+
+  if (command == "hash-label") {
+    if (rest.empty()) return UsageError("hash-label needs at least one NAME");
+    // A name breakerd would refuse has no breaker, hence no label.
+    for (const std::string& name : rest) {
+      if (absl::Status s = ValidateDependency(name, "NAME"); !s.ok()) {
+        return UsageError(s.message());
+      }
+    }
+    for (const std::string& name : rest) {
+      std::cout << name << "\t" << HashedDependencyLabel(name) << "\n";
+    }
+    return kExitOk;
+  }
 
   if (command == "simulate") {
     if (!rest.empty()) return UsageError("simulate takes flags only");
