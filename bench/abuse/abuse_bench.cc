@@ -32,9 +32,7 @@
 //
 // Usage:
 //   abuse_bench --target=127.0.0.1:50051 --breakerd_pid=PID --json=out.json
-#include <dirent.h>
 #include <sched.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,21 +47,18 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/abuse/abuser.h"
 #include "bench/abuse/client.h"
+#include "bench/common/init.h"
+#include "bench/common/json.h"
 #include "bench/load/latency_histogram.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/soak/proc_stats.h"
 
 ABSL_FLAG(std::string, target, "",
           "breakerd's gRPC address (host:port or unix:/path). Required.");
@@ -132,45 +127,15 @@ const PhaseSpec* FindPhase(absl::string_view name) {
 
 // --- /proc -----------------------------------------------------
 
-// CPU time used so far by every thread of `pid`, in nanoseconds, from
-// /proc/<pid>/task/*/schedstat; 0 if pid is 0 or unreadable.
-uint64_t ProcessCpuNanos(int pid) {
-  if (pid <= 0) return 0;
-  const std::string task_dir = absl::StrCat("/proc/", pid, "/task");
-  DIR* dir = opendir(task_dir.c_str());
-  if (dir == nullptr) return 0;
-  uint64_t total = 0;
-  while (const dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    std::ifstream in(absl::StrCat(task_dir, "/", entry->d_name, "/schedstat"));
-    uint64_t on_cpu = 0;
-    if (in >> on_cpu) total += on_cpu;
-  }
-  closedir(dir);
-  return total;
-}
-
 struct Memory {
   int64_t hwm_kib = -1;
   int64_t rss_kib = -1;
 };
 
+// breakerd's VmHWM and VmRSS (tests/soak/proc_stats.h); -1 if unknown.
 Memory ReadMemory(int pid) {
-  Memory m;
-  if (pid <= 0) return m;
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    for (auto [key, out] :
-         {std::pair{"VmHWM:", &m.hwm_kib}, std::pair{"VmRSS:", &m.rss_kib}}) {
-      if (absl::StartsWith(line, key)) {
-        absl::string_view v = absl::StripAsciiWhitespace(
-            absl::StripSuffix(absl::StripPrefix(line, key), "kB"));
-        if (!absl::SimpleAtoi(v, out)) *out = -1;
-      }
-    }
-  }
-  return m;
+  if (pid <= 0) return Memory();
+  return {PeakResidentKiB(pid).value_or(-1), ResidentKiB(pid).value_or(-1)};
 }
 
 // Resets VmHWM to the current VmRSS (Linux >= 4.0; needs the right to
@@ -339,30 +304,7 @@ void RunPhase(const Settings& cfg, const PhaseSpec& spec,
 
 // --- output ------------------------------------------------------------------
 
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
-  return out;
-}
-
 std::string Ms(double ns) { return absl::StrFormat("%.3f", ns / 1e6); }
-
-std::string ReadLoadAverage() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return absl::StrCat(a, " ", b, " ", c);
-}
 
 std::string CpuList() {
   cpu_set_t set;
@@ -386,19 +328,12 @@ struct Run {
 
 std::string Json(const Run& run) {
   const Settings& cfg = run.cfg;
-  struct utsname un;
-  uname(&un);
   std::string j = "{\n";
-  absl::StrAppend(&j,
-                  "  \"machine\": {\"cores\": ", sysconf(_SC_NPROCESSORS_ONLN),
-                  ", \"kernel\": ", JsonString(un.release),
-                  ", \"client_cpus\": ", JsonString(CpuList()),
-                  ", \"loadavg_before\": ", JsonString(run.load_before),
-                  ", \"loadavg_after\": ", JsonString(run.load_after), "},\n");
-  absl::StrAppend(&j, "  \"date\": ",
-                  JsonString(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", run.date,
-                                              absl::UTCTimeZone())),
+  absl::StrAppend(&j, "  \"machine\": ",
+                  JsonMachine({{"client_cpus", JsonString(CpuList())}},
+                              run.load_before, run.load_after),
                   ",\n");
+  absl::StrAppend(&j, "  \"date\": ", JsonDate(run.date), ",\n");
   absl::StrAppend(&j, "  \"label\": ", JsonString(run.label), ",\n");
   absl::StrAppend(&j, "  \"target\": ", JsonString(cfg.target), ",\n");
   absl::StrAppend(&j, "  \"breakers\": ", cfg.breakers, ",\n");
@@ -602,14 +537,11 @@ int RunParent() {
 }  // namespace breakerd
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  breakerd::bench::InitBenchmark(
+      argc, argv,
       "abuse_bench --target=ADDR [--breakerd_pid=PID --breakers=N "
       "--abusers=K --duration=S --warmup=S --json=PATH]: one caller's "
       "Acquire latency while other processes loop full-registry reads");
-  absl::ParseCommandLine(argc, argv);
-  // As in breakerd_load: Debian's Abseil leaves deadlock detection on, and
-  // gRPC pays it on every internal lock.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const std::string mode = absl::GetFlag(FLAGS_abuse);
   if (mode.empty()) return breakerd::bench::RunParent();
   const std::optional<breakerd::bench::AbuseMode> abuse =

@@ -38,6 +38,17 @@ constexpr char kReady[] = "ready";
 constexpr char kResultPrefix[] = "result ";
 constexpr char kFirstErrorKey[] = "first_error=";
 
+// Every mode and its flag value, in the order ParseAbuseMode tries them.
+struct ModeName {
+  AbuseMode mode;
+  const char* name;
+};
+constexpr ModeName kModeNames[] = {
+    {AbuseMode::kWatchFirst, "watch_first"},
+    {AbuseMode::kWatchSnapshot, "watch_snapshot"},
+    {AbuseMode::kListStates, "list_states"},
+};
+
 // The operation in flight, so that the stop can cancel it at once instead
 // of waiting for its deadline.
 //
@@ -149,21 +160,15 @@ bool ReadLine(int fd, absl::Time deadline, std::string* line) {
 }  // namespace
 
 const char* AbuseModeName(AbuseMode mode) {
-  switch (mode) {
-    case AbuseMode::kWatchFirst:
-      return "watch_first";
-    case AbuseMode::kWatchSnapshot:
-      return "watch_snapshot";
-    case AbuseMode::kListStates:
-      return "list_states";
+  for (const ModeName& m : kModeNames) {
+    if (m.mode == mode) return m.name;
   }
   return "?";
 }
 
 std::optional<AbuseMode> ParseAbuseMode(absl::string_view name) {
-  for (AbuseMode m : {AbuseMode::kWatchFirst, AbuseMode::kWatchSnapshot,
-                      AbuseMode::kListStates}) {
-    if (name == AbuseModeName(m)) return m;
+  for (const ModeName& m : kModeNames) {
+    if (name == m.name) return m.mode;
   }
   return std::nullopt;
 }

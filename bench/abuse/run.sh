@@ -20,26 +20,12 @@
 # fails or an abuser does not run. Never asserts on timing.
 set -euo pipefail
 
-smoke=0
-if [[ "${1:-}" == "--smoke" ]]; then
-  smoke=1
-  shift
-fi
-if [[ $# -lt 1 || $# -gt 2 ]]; then
-  echo "usage: $0 [--smoke] OUTDIR [BREAKERD]" >&2
-  exit 2
-fi
-outdir=$1
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-breakerd=${2:-${BREAKERD:-$root/build-bench/breakerd}}
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+parse_run_args "$root/build-bench/breakerd" "$@"
 bench=${ABUSE_BIN_DIR:-$(dirname "$breakerd")}/abuse_bench
-for exe in "$breakerd" "$bench"; do
-  if [[ ! -x $exe ]]; then
-    echo "run.sh: $exe is missing; build breakerd and abuse_bench" \
-      "(Release) first" >&2
-    exit 2
-  fi
-done
+require_executables "breakerd and abuse_bench" "$breakerd" "$bench"
 
 if ((smoke)); then
   duration=1 warmup=0.2
@@ -67,27 +53,10 @@ mkdir -p "$outdir"
 tmp=$(mktemp -d /tmp/bdabuse.XXXXXX)
 breakerd_pid=""
 
-stop_breakerd() {  # SIGTERM, then wait (at most 15 s) for a clean exit
-  local pid=$breakerd_pid rc=0
+stop_breakerd() {  # once: clears breakerd_pid, so cleanup's call does nothing
+  local pid=$breakerd_pid
   breakerd_pid=""
-  [[ -n $pid ]] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 150); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    echo "run.sh: breakerd did not stop after SIGTERM; killing it" >&2
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    return 1
-  fi
-  wait "$pid" || rc=$?
-  if ((rc != 0)); then
-    echo "run.sh: breakerd exited with $rc; its log:" >&2
-    tail -50 "$tmp/breakerd.log" >&2
-    return 1
-  fi
+  stop_server breakerd "$pid" "$tmp/breakerd.log"
 }
 cleanup() {
   stop_breakerd || true
@@ -103,21 +72,8 @@ echo "limits: { max_breakers: $((breakers + 1000)), idle_ttl: 1h }" \
   --listen=127.0.0.1:0 --metrics-listen=127.0.0.1:0 \
   ${ABUSE_BREAKERD_ARGS:-} >"$tmp/breakerd.log" 2>&1 &
 breakerd_pid=$!
-target=""
-for _ in $(seq 200); do
-  line=$(grep -m1 '"event":"serving"' "$tmp/breakerd.log" || true)
-  if [[ -n $line ]]; then
-    target=$(sed -n 's/.*"grpc":"\([^",]*\).*/\1/p' <<<"$line")
-    break
-  fi
-  kill -0 "$breakerd_pid" 2>/dev/null || break
-  sleep 0.05
-done
-if [[ -z $target ]]; then
-  echo "run.sh: breakerd did not start; its log:" >&2
-  cat "$tmp/breakerd.log" >&2
-  exit 1
-fi
+addrs=$(wait_serving breakerd "$breakerd_pid" "$tmp/breakerd.log")
+target=${addrs%%,*}
 
 # Which breakerd, for the record: ABUSE_LABEL, or the binary's path and,
 # for a binary built in this checkout, the state of the checkout now (which

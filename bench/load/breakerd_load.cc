@@ -33,8 +33,6 @@
 //   breakerd_load --target=127.0.0.1:50051 --floor=127.0.0.1:50052
 //       --inflight=64 --channels=4 --duration=3 --warmup=0.5 --rounds=3
 //       --json=out.json
-#include <dirent.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,8 +49,6 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -60,11 +56,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/common/init.h"
+#include "bench/common/json.h"
 #include "bench/load/echo.grpc.pb.h"
 #include "bench/load/latency_histogram.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/soak/proc_stats.h"
 
 ABSL_FLAG(std::string, target, "",
           "breakerd's gRPC address (host:port or "
@@ -382,26 +381,6 @@ struct Row {
   }
 };
 
-// CPU time used so far by every thread of process `pid`, in nanoseconds,
-// from /proc/<pid>/task/*/schedstat (exact, unlike the 10 ms ticks of
-// /proc/<pid>/stat). 0 if pid is 0 or unreadable. Threads that have exited
-// are not counted; gRPC's server threads live as long as the server.
-uint64_t ProcessCpuNanos(int pid) {
-  if (pid <= 0) return 0;
-  const std::string task_dir = absl::StrCat("/proc/", pid, "/task");
-  DIR* dir = opendir(task_dir.c_str());
-  if (dir == nullptr) return 0;
-  uint64_t total = 0;
-  while (const dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    std::ifstream in(absl::StrCat(task_dir, "/", entry->d_name, "/schedstat"));
-    uint64_t on_cpu = 0;
-    if (in >> on_cpu) total += on_cpu;
-  }
-  closedir(dir);
-  return total;
-}
-
 class LoadRunner {
  public:
   // target_pid, floor_pid: the servers' process ids, to measure their CPU
@@ -510,22 +489,6 @@ std::string ReadCpuModel() {
   return "unknown";
 }
 
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
-  return out;
-}
-
 std::string Num(double v) { return absl::StrFormat("%.2f", v); }
 
 // Ratios of a breakerd call to a floor. Latency: call / (units x floor);
@@ -579,13 +542,6 @@ struct Report {
   uint64_t failures = 0;
   std::string first_error;
 };
-
-std::string ReadLoadAverage() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return absl::StrCat(a, " ", b, " ", c);
-}
 
 const Row& RowOf(const std::vector<Row>& rows, CallKind kind) {
   for (const Row& r : rows) {
@@ -655,21 +611,15 @@ void PrintTable(const Report& rep, const std::vector<Row>& rows) {
 }
 
 std::string Json(const Report& rep, const std::vector<Row>& rows) {
-  struct utsname un;
-  uname(&un);
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   std::string j = "{\n";
-  absl::StrAppend(&j, "  \"machine\": {\"host\": ", JsonString(host),
-                  ", \"cpu\": ", JsonString(ReadCpuModel()),
-                  ", \"cores\": ", sysconf(_SC_NPROCESSORS_ONLN),
-                  ", \"kernel\": ", JsonString(un.release),
-                  ", \"loadavg_before\": ", JsonString(rep.load_before),
-                  ", \"loadavg_after\": ", JsonString(rep.load_after), "},\n");
-  absl::StrAppend(&j, "  \"date\": ",
-                  JsonString(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", rep.date,
-                                              absl::UTCTimeZone())),
+  absl::StrAppend(&j, "  \"machine\": ",
+                  JsonMachine({{"host", JsonString(host)},
+                               {"cpu", JsonString(ReadCpuModel())}},
+                              rep.load_before, rep.load_after),
                   ",\n");
+  absl::StrAppend(&j, "  \"date\": ", JsonDate(rep.date), ",\n");
   absl::StrAppend(&j, "  \"transport\": ", JsonString(rep.transport), ",\n");
   absl::StrAppend(&j, "  \"target\": ", JsonString(rep.target), ",\n");
   absl::StrAppend(&j, "  \"floor\": ", JsonString(rep.floor), ",\n");
@@ -865,14 +815,10 @@ int Run() {
 }  // namespace breakerd
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  breakerd::bench::InitBenchmark(
+      argc, argv,
       "breakerd_load --target=ADDR --floor=ADDR [--inflight=N --channels=M "
       "--duration=S --warmup=S --rounds=R --dependencies=K --json=PATH]: "
       "breakerd's RPCs against the gRPC floor, as ratios");
-  absl::ParseCommandLine(argc, argv);
-  // Debian's Abseil leaves absl::Mutex deadlock detection on, and gRPC locks
-  // absl::Mutex on every call: off, so the client takes less of the CPU it
-  // shares with the servers (breakerd and echo_server switch it off too).
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return breakerd::bench::Run();
 }

@@ -19,28 +19,15 @@
 # failed. Never asserts on timing.
 set -euo pipefail
 
-smoke=0
-if [[ "${1:-}" == "--smoke" ]]; then
-  smoke=1
-  shift
-fi
-if [[ $# -lt 1 || $# -gt 2 ]]; then
-  echo "usage: $0 [--smoke] OUTDIR [BREAKERD]" >&2
-  exit 2
-fi
-outdir=$1
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-breakerd=${2:-${BREAKERD:-$root/build-rel/breakerd}}
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+parse_run_args "$root/build-rel/breakerd" "$@"
 bin_dir=${LOAD_BIN_DIR:-$(dirname "$breakerd")}
 load=$bin_dir/breakerd_load
 echo_server=$bin_dir/echo_server
-for exe in "$breakerd" "$load" "$echo_server"; do
-  if [[ ! -x $exe ]]; then
-    echo "run.sh: $exe is missing; build breakerd, echo_server and" \
-      "breakerd_load (Release) first" >&2
-    exit 2
-  fi
-done
+require_executables "breakerd, echo_server and breakerd_load" \
+  "$breakerd" "$load" "$echo_server"
 
 if ((smoke)); then
   duration=0.2 warmup=0.05 rounds=1
@@ -54,52 +41,12 @@ mkdir -p "$outdir"
 tmp=$(mktemp -d /tmp/bdload.XXXXXX)
 breakerd_pid="" echo_pid=""
 
-stop() {  # stop NAME PID: SIGTERM, then wait (at most 15 s) for a clean exit
-  local name=$1 pid=$2 rc=0
-  [[ -n $pid ]] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 150); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    echo "run.sh: $name did not stop after SIGTERM; killing it" >&2
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    return 1
-  fi
-  wait "$pid" || rc=$?
-  if ((rc != 0)); then
-    echo "run.sh: $name exited with $rc; its log:" >&2
-    cat "$tmp/$name.log" >&2
-    return 1
-  fi
-}
-
 cleanup() {
-  stop echo_server "$echo_pid" || true
-  stop breakerd "$breakerd_pid" || true
+  stop_server echo_server "$echo_pid" "$tmp/echo_server.log" || true
+  stop_server breakerd "$breakerd_pid" "$tmp/breakerd.log" || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-
-# wait_serving NAME PID: waits (at most 10 s) for the "serving" line and
-# prints its "grpc" addresses.
-wait_serving() {
-  local name=$1 pid=$2 line
-  for _ in $(seq 200); do
-    line=$(grep -m1 '"event":"serving"' "$tmp/$name.log" || true)
-    if [[ -n $line ]]; then
-      sed -n 's/.*"grpc":"\([^"]*\)".*/\1/p' <<<"$line"
-      return 0
-    fi
-    if ! kill -0 "$pid" 2>/dev/null; then break; fi
-    sleep 0.05
-  done
-  echo "run.sh: $name did not start; its log:" >&2
-  cat "$tmp/$name.log" >&2
-  return 1
-}
 
 # address_of ADDRESSES tcp|unix
 address_of() {
@@ -113,8 +60,8 @@ breakerd_pid=$!
 "$echo_server" --listen="127.0.0.1:0,unix:$tmp/echo.sock" \
   >"$tmp/echo_server.log" 2>&1 &
 echo_pid=$!
-breakerd_addrs=$(wait_serving breakerd "$breakerd_pid")
-echo_addrs=$(wait_serving echo_server "$echo_pid")
+breakerd_addrs=$(wait_serving breakerd "$breakerd_pid" "$tmp/breakerd.log")
+echo_addrs=$(wait_serving echo_server "$echo_pid" "$tmp/echo_server.log")
 echo "breakerd: $breakerd_addrs (pid $breakerd_pid)"
 echo "echo_server: $echo_addrs (pid $echo_pid)"
 
@@ -147,8 +94,8 @@ done
 end=$(date +%s.%N)
 awk -v s="$start" -v e="$end" 'BEGIN { printf "matrix wall time: %.1f s\n", e - s }'
 
-stop echo_server "$echo_pid" || failed=1
+stop_server echo_server "$echo_pid" "$tmp/echo_server.log" || failed=1
 echo_pid=""
-stop breakerd "$breakerd_pid" || failed=1
+stop_server breakerd "$breakerd_pid" "$tmp/breakerd.log" || failed=1
 breakerd_pid=""
 exit "$failed"

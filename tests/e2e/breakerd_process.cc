@@ -177,11 +177,14 @@ std::optional<double> Sample(absl::string_view text,
   return std::nullopt;
 }
 
-HttpResponse HttpGet(int port, absl::string_view path, absl::Duration timeout) {
-  HttpResponse response;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return response;
-  timeval tv = absl::ToTimeval(timeout);
+int ConnectLoopback(int port, absl::Duration timeout, int receive_buffer) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (receive_buffer > 0) {
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer,
+               sizeof(receive_buffer));
+  }
+  const timeval tv = absl::ToTimeval(timeout);
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   sockaddr_in addr{};
@@ -190,8 +193,15 @@ HttpResponse HttpGet(int port, absl::string_view path, absl::Duration timeout) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
-    return response;
+    return -1;
   }
+  return fd;
+}
+
+HttpResponse HttpGet(int port, absl::string_view path, absl::Duration timeout) {
+  HttpResponse response;
+  const int fd = ConnectLoopback(port, timeout);
+  if (fd < 0) return response;
   const std::string request =
       absl::StrCat("GET ", path,
                    " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");

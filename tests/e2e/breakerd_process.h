@@ -77,6 +77,12 @@ struct HttpResponse {
   std::string body;
 };
 
+// A TCP connection to 127.0.0.1:`port` whose receives and sends give up
+// after `timeout`; -1 on failure. `receive_buffer` > 0 shrinks the socket's
+// receive buffer first: a client that then stops reading stalls the
+// server's writes within a few kilobytes. The caller closes the socket.
+int ConnectLoopback(int port, absl::Duration timeout, int receive_buffer = 0);
+
 // GET http://127.0.0.1:<port><path> over a raw socket (HTTP/1.0,
 // Connection: close), bounded by `timeout`.
 HttpResponse HttpGet(int port, absl::string_view path,

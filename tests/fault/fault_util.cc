@@ -12,16 +12,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/soak/proc_stats.h"
 
 extern char** environ;
 
@@ -179,17 +177,11 @@ std::optional<double> MetricValue(const BreakerdProcess& proc,
 }
 
 int64_t ResidentKiB(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view rest = line;
-    if (!absl::ConsumePrefix(&rest, "VmRSS:")) continue;
-    rest = absl::StripAsciiWhitespace(rest);
-    absl::ConsumeSuffix(&rest, "kB");
-    int64_t kib = -1;
-    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &kib)) return kib;
-  }
-  return -1;
+  return breakerd::ResidentKiB(pid).value_or(-1);
+}
+
+int64_t PeakResidentKiB(pid_t pid) {
+  return breakerd::PeakResidentKiB(pid).value_or(-1);
 }
 
 HeldPort::HeldPort() {

@@ -114,8 +114,10 @@ bool WaitUntil(const std::function<bool()>& done,
 std::optional<double> MetricValue(const BreakerdProcess& proc,
                                   absl::string_view selector);
 
-// VmRSS of `pid` in KiB from /proc/<pid>/status; -1 if unreadable.
+// VmRSS (resident memory) and VmHWM (its peak) of `pid` in KiB, from
+// /proc/<pid>/status (tests/soak/proc_stats.h); -1 if unreadable.
 int64_t ResidentKiB(pid_t pid);
+int64_t PeakResidentKiB(pid_t pid);
 
 // A TCP socket bound to 127.0.0.1 on a free port and listening, held until
 // destruction: "another process has this port".

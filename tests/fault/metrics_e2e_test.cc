@@ -7,23 +7,20 @@
 // The token bucket on breakers read per second is tested on a simulated
 // clock (tests/service/scrape_limiter_test.cc): here, over real sockets,
 // only what does not depend on timing.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
-#include <fstream>
+#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -58,43 +55,8 @@ void CreateBreakersWithLatency(v1::Breaker::Stub* stub, int n) {
   for (std::thread& t : threads) t.join();
 }
 
-// VmHWM (peak resident memory) of `pid` in KiB; -1 if unreadable.
-int64_t PeakResidentKiB(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view rest = line;
-    if (!absl::ConsumePrefix(&rest, "VmHWM:")) continue;
-    rest = absl::StripAsciiWhitespace(rest);
-    absl::ConsumeSuffix(&rest, " kB");
-    int64_t kib = -1;
-    return absl::SimpleAtoi(rest, &kib) ? kib : -1;
-  }
-  return -1;
-}
-
-// A TCP connection to 127.0.0.1:`port` (-1 on failure). `receive_buffer`
-// > 0 shrinks the socket's receive buffer first: a client that then stops
-// reading stalls the server's writes within a few kilobytes.
-int Connect(int port, int receive_buffer = 0) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (receive_buffer > 0) {
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer,
-               sizeof(receive_buffer));
-  }
-  const timeval tv = absl::ToTimeval(absl::Seconds(10));
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
+// How long a raw client connection waits for the server.
+constexpr absl::Duration kSocketTimeout = absl::Seconds(10);
 
 // Sends an HTTP/1.1 GET of `path` (as Prometheus does).
 bool SendGet(int fd, absl::string_view path) {
@@ -194,7 +156,7 @@ TEST_F(MetricsE2eTest, MetricsIsStreamedInChunksToHttp11Clients) {
   ASSERT_TRUE(proc_.Start());
   auto stub = proc_.BreakerStub();
   CreateBreakersWithLatency(stub.get(), kBreakers);
-  const int fd = Connect(proc_.metrics_port());
+  const int fd = ConnectLoopback(proc_.metrics_port(), kSocketTimeout);
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(SendGet(fd, "/metrics"));
   const ChunkedResponse r = ParseChunked(ReadToEnd(fd));
@@ -231,7 +193,8 @@ TEST_F(MetricsE2eTest, AThirdScrapeAtOnceIsRefusedWithRetryAfter) {
   CreateBreakersWithLatency(stub.get(), 2000);
   int held[2];
   for (int& fd : held) {
-    fd = Connect(proc_.metrics_port(), /*receive_buffer=*/4096);
+    fd = ConnectLoopback(proc_.metrics_port(), kSocketTimeout,
+                         /*receive_buffer=*/4096);
     ASSERT_GE(fd, 0);
     ASSERT_TRUE(SendGet(fd, "/metrics"));
     std::string head;
