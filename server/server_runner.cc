@@ -560,6 +560,10 @@ int ServerRunner::Run() {
   if (int code = LoadAdminToken(); code != kExitOk) return code;
   if (int code = LoadConfig(); code != kExitOk) return code;
   RestoreState();
+  // Written once now, so that a --state-file whose directory is missing or
+  // read-only is reported (and counted) at start, not at the first override
+  // that would be lost.
+  if (state_saver_ != nullptr) OnStateSaved(state_saver_->Save());
   if (int code = StartFleet(); code != kExitOk) return code;
   if (int code = StartGrpc(); code != kExitOk) return code;
   if (int code = StartMetrics(); code != kExitOk) return code;
@@ -786,12 +790,39 @@ void ServerRunner::OnAdminAuthFailure(absl::string_view reason) {
 
 void ServerRunner::PersistState() {
   if (state_saver_ == nullptr) return;
-  absl::StatusOr<size_t> saved = state_saver_->SaveIfStale();
-  if (!saved.ok()) {
-    LogEvent(
-        LogLevel::kError, "state_save_failed",
-        {{"path", options_.state_file}, {"error", saved.status().message()}});
+  OnStateSaved(state_saver_->SaveIfStale());
+}
+
+void ServerRunner::OnStateSaved(const absl::StatusOr<size_t>& saved) {
+  MutexLock lock(&state_log_mu_);
+  if (saved.ok()) {
+    if (state_failing_) {
+      LogEvent(LogLevel::kInfo, "state_save_recovered",
+               {{"path", options_.state_file},
+                {"failures", static_cast<int64_t>(state_failures_unlogged_)}});
+    }
+    state_failing_ = false;
+    state_failures_unlogged_ = 0;
+    return;
   }
+  state_save_failures_.fetch_add(1, std::memory_order_relaxed);
+  ++state_failures_unlogged_;
+  const int64_t now = MonotonicClock::Get()->NowNanos();
+  if (state_failing_ &&
+      now - state_log_last_nanos_ <
+          absl::ToInt64Nanoseconds(kStateSaveFailureLogInterval)) {
+    return;
+  }
+  LogEvent(LogLevel::kError, "state_save_failed",
+           {{"path", options_.state_file},
+            {"error", saved.status().message()},
+            {"failures", static_cast<int64_t>(state_failures_unlogged_)},
+            {"why",
+             "open breakers and operator overrides will not survive a "
+             "restart until a write works (tried again every second)"}});
+  state_failing_ = true;
+  state_failures_unlogged_ = 0;
+  state_log_last_nanos_ = now;
 }
 
 void ServerRunner::RestoreState() {
@@ -818,12 +849,8 @@ void ServerRunner::RestoreState() {
 void ServerRunner::SaveState() {
   if (state_saver_ == nullptr) return;
   absl::StatusOr<size_t> saved = state_saver_->Save();
-  if (!saved.ok()) {
-    LogEvent(
-        LogLevel::kError, "state_save_failed",
-        {{"path", options_.state_file}, {"error", saved.status().message()}});
-    return;
-  }
+  OnStateSaved(saved);
+  if (!saved.ok()) return;
   LogEvent(LogLevel::kInfo, "state_saved",
            {{"path", options_.state_file},
             {"breakers", static_cast<int64_t>(*saved)}});
@@ -991,6 +1018,11 @@ int ServerRunner::StartMetrics() {
   stats.rpc_methods = [rpc_stats] { return rpc_stats->Snapshot(); };
   const AdminServiceImpl* admin = admin_service_.get();
   stats.admin_auth_failures = [admin] { return admin->auth_failures(); };
+  if (state_saver_ != nullptr) {
+    stats.state_save_failures = [this] {
+      return state_save_failures_.load(std::memory_order_relaxed);
+    };
+  }
   if (const FleetSync* fleet = fleet_.get(); fleet != nullptr) {
     stats.fleet_connected = [fleet] { return fleet->connected(); };
     stats.fleet_events = [fleet] {

@@ -97,6 +97,9 @@ inline constexpr int kMaxConcurrentStreamsPerConnection = 256;
 
 // At most one "admin_auth_failed" log line per this interval.
 inline constexpr absl::Duration kAuthFailureLogInterval = absl::Seconds(1);
+// While writes of the --state-file keep failing (tried every second), one
+// state_save_failed line per this interval.
+inline constexpr absl::Duration kStateSaveFailureLogInterval = absl::Minutes(1);
 
 // A token file starting with this is refused: the example overlays'
 // secretGenerator ships "REPLACE-ME-example-placeholder" in public.
@@ -235,9 +238,14 @@ class ServerRunner {
   // kAuthFailureLogInterval, with the count since the previous line.
   void OnAdminAuthFailure(absl::string_view reason)
       ABSL_LOCKS_EXCLUDED(auth_log_mu_);
-  // Writes the --state-file if a breaker's saved state changed (logged on
-  // failure).
+  // Writes the --state-file if a breaker's saved state changed. A failure
+  // is counted (breakerd_state_save_failures_total) and logged when the
+  // writes start failing, then at most once per kStateSaveFailureLogInterval
+  // while they keep failing, and once when a write works again.
   void PersistState();
+  // Counts and logs (rate-limited, as above) the outcome of a write.
+  void OnStateSaved(const absl::StatusOr<size_t>& saved)
+      ABSL_LOCKS_EXCLUDED(state_log_mu_);
   // Fleet mode (--redis): the store's thread starts connecting; serving
   // does not wait for it.
   int StartFleet();
@@ -276,6 +284,12 @@ class ServerRunner {
   uint64_t auth_failures_unlogged_ ABSL_GUARDED_BY(auth_log_mu_) = 0;
   int64_t auth_log_last_nanos_ ABSL_GUARDED_BY(auth_log_mu_) = 0;
   bool auth_failures_logged_once_ ABSL_GUARDED_BY(auth_log_mu_) = false;
+  // breakerd_state_save_failures_total, and the rate limit of its log line.
+  std::atomic<uint64_t> state_save_failures_{0};
+  Mutex state_log_mu_;
+  uint64_t state_failures_unlogged_ ABSL_GUARDED_BY(state_log_mu_) = 0;
+  int64_t state_log_last_nanos_ ABSL_GUARDED_BY(state_log_mu_) = 0;
+  bool state_failing_ ABSL_GUARDED_BY(state_log_mu_) = false;
   // breakerd_config_valid.
   std::atomic<bool> config_valid_{true};
   // --state-file: rewritten when an override changes; null without it.

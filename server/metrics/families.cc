@@ -132,6 +132,11 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
         "Admin calls (ForceOpen, ForceClose, Reset) refused as "
         "unauthenticated since start: no token configured, no authorization "
         "metadata, or a wrong token."),
+    Def("breakerd_state_save_failures_total", MetricKind::kCounter, {}, 0,
+        "Writes of the --state-file that failed since start (its directory "
+        "missing, not writable, or full): open breakers and operator "
+        "overrides would not survive a restart. Absent without "
+        "--state-file."),
 };
 
 constexpr State kAllStates[] = {State::kClosed, State::kHalfOpen, State::kOpen,
@@ -282,6 +287,8 @@ bool FamilyExported(FamilyId id, const ProcessStats& stats,
       return static_cast<bool>(stats.fleet_events);
     case FamilyId::kAdminAuthFailures:
       return static_cast<bool>(stats.admin_auth_failures);
+    case FamilyId::kStateSaveFailures:
+      return static_cast<bool>(stats.state_save_failures);
     default:
       return true;
   }
@@ -312,6 +319,11 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
       stats.admin_auth_failures) {
     sink->AddCount(FamilyId::kAdminAuthFailures, {},
                    stats.admin_auth_failures());
+  }
+  if (Has(families, FamilyId::kStateSaveFailures) &&
+      stats.state_save_failures) {
+    sink->AddCount(FamilyId::kStateSaveFailures, {},
+                   stats.state_save_failures());
   }
   if (Has(families, FamilyId::kFleetConnected) && stats.fleet_connected) {
     sink->AddSample(FamilyId::kFleetConnected, {},

@@ -20,7 +20,8 @@
 //                    breakerd_unknown_permits_total, breakerd_watch_streams,
 //                    breakerd_grpc_server_handled_total,
 //                    breakerd_grpc_server_handling_seconds (histogram),
-//                    breakerd_admin_auth_failures_total
+//                    breakerd_admin_auth_failures_total,
+//                    breakerd_state_save_failures_total (with --state-file)
 //
 // To keep a scrape of max_breakers breakers small, per-breaker counters are
 // exported only for label combinations that have counted something (a
@@ -114,6 +115,9 @@ struct ProcessStats {
   // Admin calls refused as unauthenticated since start
   // (breakerd_admin_auth_failures_total); unset: the family is absent.
   std::function<uint64_t()> admin_auth_failures;
+  // Writes of the --state-file that failed since start
+  // (breakerd_state_save_failures_total); unset without --state-file.
+  std::function<uint64_t()> state_save_failures;
 };
 
 // Every family, in exposition order.
@@ -137,8 +141,9 @@ enum class FamilyId : int {
   kFleetConnected,
   kFleetEvents,
   kAdminAuthFailures,
+  kStateSaveFailures,
 };
-inline constexpr int kFamilyCount = 19;
+inline constexpr int kFamilyCount = 20;
 // The families before kBreakers are per breaker: fed by
 // EmitBreakerSamples, with "dependency" as their first label.
 inline constexpr int kPerBreakerFamilyCount = 8;

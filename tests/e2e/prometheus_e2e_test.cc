@@ -473,7 +473,10 @@ defaults:
   cooldown: { base: 300s, max: 300s, jitter: 0 }
   retry_budget: { ratio: 0.1, min_per_second: 1, ttl: 10s }
 )");
-  ASSERT_TRUE(proc.Start({"--config=" + config}));
+  // With a state file, as the shipped components run it (its failure
+  // counter is exported only then).
+  ASSERT_TRUE(proc.Start(
+      {"--config=" + config, "--state-file=" + proc.dir() + "/state"}));
   auto stub = proc.BreakerStub();
 
   // Declared after `proc`: destroyed (stopped) before proc removes the

@@ -170,6 +170,54 @@ TEST(OverrideCrashE2eTest, ForceOpenSurvivesACrashRightAfterTheAnswer) {
   EXPECT_EQ(a.response.reason(), v1::REJECT_REASON_FORCED_OPEN);
 }
 
+// A --state-file whose directory is missing: reported at start (not at the
+// first override that would be lost), counted, logged once however many
+// writes fail, and written as soon as the directory appears, so the
+// override made meanwhile survives a crash.
+TEST(OverrideCrashE2eTest, AStateFileThatCannotBeWrittenIsReportedAndRetried) {
+  BreakerdProcess scratch;  // only for its temporary directory
+  const std::string dir = scratch.dir() + "/not-yet";
+  const std::string state = dir + "/state";
+  const std::string dep = "search/api";
+  {
+    BreakerdProcess first;
+    ASSERT_TRUE(StartWithStateFile(first, state));
+    EXPECT_TRUE(
+        first.WaitForLog("\"event\":\"state_save_failed\"", absl::Seconds(1)))
+        << "a state file that cannot be written is reported at start\n"
+        << first.Log();
+    EXPECT_GE(
+        MetricValue(first, "breakerd_state_save_failures_total").value_or(0),
+        1);
+    auto admin = first.AdminStub();
+    Result<v1::AdminResponse> forced =
+        Admin(admin.get(), AdminOp::kForceOpen, dep, BearerToken(kAdminToken));
+    ASSERT_TRUE(forced.status.ok()) << Describe(forced.status);
+    // The maintenance loop keeps trying (every second): more failures, one
+    // log line.
+    ASSERT_TRUE(WaitUntil([&] {
+      return MetricValue(first, "breakerd_state_save_failures_total")
+                 .value_or(0) >= 3;
+    }));
+    const std::vector<std::string> failed_lines =
+        absl::StrSplit(LogLinesWith(first.Log(), "state_save_failed"), '\n',
+                       absl::SkipEmpty());
+    EXPECT_EQ(failed_lines.size(), 1u) << first.Log();
+    ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+    ASSERT_TRUE(first.WaitForLog("\"event\":\"state_save_recovered\"",
+                                 absl::Seconds(5)))
+        << first.Log();
+    ASSERT_TRUE(Crash(first)) << first.Log();
+  }
+  BreakerdProcess again;
+  ASSERT_TRUE(StartWithStateFile(again, state));
+  auto stub = again.BreakerStub();
+  Result<v1::BreakerStatus> s = GetState(stub.get(), dep);
+  ASSERT_TRUE(s.status.ok()) << Describe(s.status) << "\n" << again.Log();
+  EXPECT_EQ(s.response.state(), v1::STATE_FORCED_OPEN);
+  EXPECT_EQ(MetricValue(again, "breakerd_state_save_failures_total"), 0);
+}
+
 // An unknown flag and a flag with a bad value are bad flags: exit 2, as
 // --help says, with a log line naming the flag (Abseil's own parser would
 // exit 1).

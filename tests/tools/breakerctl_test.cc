@@ -374,12 +374,12 @@ TEST_F(BreakerctlTest, WatchPrintsTheInitialStateThenTransitions) {
   ASSERT_TRUE(watch.Start(
       {"--target=" + proc_.tcp_address(), "watch", "a/tripped", "b/healthy"}));
   ASSERT_TRUE(
-      watch.WaitForOutput("a/tripped unspecified -> open "
+      watch.WaitForOutput("a/tripped none -> open "
                           "reason=initial gen=1",
                           kCtlTimeout))
       << watch.out() << watch.err();
   ASSERT_TRUE(
-      watch.WaitForOutput("b/healthy unspecified -> closed "
+      watch.WaitForOutput("b/healthy none -> closed "
                           "reason=initial gen=0",
                           kCtlTimeout))
       << watch.out() << watch.err();

@@ -111,8 +111,12 @@ std::string FormatChange(const v1::StateChange& change,
                          absl::Time received_at) {
   return absl::StrCat(
       Timestamp(received_at), " ", change.dependency(), " ",
-      StateName(change.previous()), " -> ", StateName(change.state()),
-      " reason=", change.reason(), " gen=", change.generation(),
+      // An initial state has no previous one (STATE_UNSPECIFIED on the
+      // wire).
+      change.previous() == v1::STATE_UNSPECIFIED ? "none"
+                                                 : StateName(change.previous()),
+      " -> ", StateName(change.state()), " reason=", change.reason(),
+      " gen=", change.generation(),
       " retry_after=", FormatProtoDuration(change.retry_after()),
       " mode=", change.mode().empty() ? "enforce" : change.mode());
 }
