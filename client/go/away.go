@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -83,8 +84,15 @@ func (c *Client) probeWhileAway(ctx context.Context) {
 }
 
 // probe is one Health/Check of the server as a whole (service ""), with the
-// decision timeout as its deadline.
+// decision timeout as its deadline, and a connection attempt when the
+// channel has none under way: an RPC on an IDLE channel starts one, but on
+// a channel in TRANSIENT_FAILURE it fails at once until the reconnect
+// backoff ends, so the backoff is reset first. A sidecar restarted after a
+// long outage is then found by the next probe, not the next backoff.
 func (c *Client) probe(ctx context.Context) bool {
+	if c.conn.GetState() == connectivity.TransientFailure {
+		c.conn.ResetConnectBackoff()
+	}
 	pctx, cancel := context.WithTimeout(ctx, c.cfg.decisionTimeout)
 	defer cancel()
 	resp, err := c.health.Check(pctx, &healthpb.HealthCheckRequest{})

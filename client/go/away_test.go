@@ -118,3 +118,69 @@ func TestSidecarAwayDecidesWithoutRPC(t *testing.T) {
 		t.Errorf("logged away %d and back %d times, want once each", away, back)
 	}
 }
+
+// After an outage long enough for gRPC's default reconnect backoff (1 s,
+// x1.6 per attempt, up to 120 s) to grow past 2 s, the client decides with
+// breakerd again within about a second of its restart (issue 14: Go failed
+// open for 10 s after a 60 s outage, force-opens ignored meanwhile). The
+// stand-in holding the port sees each connection attempt and breakerd
+// restarts just after the first one past minOutage, so the test measures
+// the client's whole wait for its next attempt.
+func TestBackWithinASecondOfSidecarRestart(t *testing.T) {
+	s := startSidecar(t)
+	c := newClient(t, s.addr)
+	ctx := context.Background()
+	const dep = "restart/dep"
+	eventually(t, "a decision from breakerd", func() bool {
+		d, err := c.Acquire(ctx, dep, 0)
+		return err == nil && d.Source == breakerd.SourceSidecar
+	})
+
+	// With gRPC's default backoff the attempts come about 0, 1 and 2.6 s
+	// into the outage (each wait +-20%) and the next one 2.56 s (+-20%)
+	// after that: past 2 s of outage, an uncapped client is at least 2 s
+	// away from its next attempt.
+	const minOutage = 2 * time.Second
+	holder := s.crash()
+	crashed := time.Now()
+	for lastAttempt := crashed; lastAttempt.Sub(crashed) < minOutage; {
+		if d, err := c.Acquire(ctx, dep, 0); err != nil || d.Source != breakerd.SourceFailOpen {
+			t.Fatalf("Acquire during the outage = %+v, %v; want FAIL_OPEN", d, err)
+		}
+		select {
+		case lastAttempt = <-holder.attempts:
+		case <-time.After(20 * time.Millisecond):
+			if time.Since(crashed) > 15*time.Second {
+				t.Fatalf("no connection attempt from the client in the %v after the first %v of outage",
+					15*time.Second-minOutage, minOutage)
+			}
+		}
+	}
+	holder.release()
+	s2 := s.restart()
+	restarted := time.Now()
+	s2.forceOpen(dep)
+
+	// Measured past the limit too, so a failure says how long it took.
+	var d breakerd.Decision
+	for d.Source = breakerd.SourceFailOpen; d.Source == breakerd.SourceFailOpen && time.Since(restarted) < 20*time.Second; {
+		time.Sleep(10 * time.Millisecond)
+		var err error
+		if d, err = c.Acquire(ctx, dep, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took, outage := time.Since(restarted).Round(time.Millisecond), restarted.Sub(crashed).Round(time.Millisecond)
+	const limit = 1500 * time.Millisecond
+	if d.Source == breakerd.SourceFailOpen {
+		t.Fatalf("still failing open %v after the restart (outage %v); want decisions from breakerd within %v", took, outage, limit)
+	}
+	// From breakerd, or LOCAL once the Watch stream has learnt it too.
+	if d.Allowed || d.Reason != breakerd.ReasonForcedOpen {
+		t.Errorf("first decision after the restart = %+v; want the force-open's refusal", d)
+	}
+	if took > limit {
+		t.Errorf("decisions came from breakerd again %v after its restart (outage %v); want within %v", took, outage, limit)
+	}
+	t.Logf("back %v after the restart, outage %v", took, outage)
+}

@@ -12,7 +12,9 @@ import (
 
 	pb "github.com/breakerd/breakerd/client/go/breakerdv1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -86,9 +88,26 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 func WithClassifier(f Classifier) Option { return func(c *config) { c.classifier = f } }
 
 // WithDialOptions adds gRPC dial options (the default is plaintext, which is
-// what a sidecar on loopback or a unix socket needs).
+// what a sidecar on loopback or a unix socket needs, and reconnectParams).
+// They apply after the defaults, so they can replace them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *config) { c.dialOptions = append(c.dialOptions, opts...) }
+}
+
+// reconnectParams cap the channel's reconnect backoff at 1 s (+-20% jitter).
+// gRPC's default grows to 120 s, so after a long sidecar outage a client
+// would go on failing open for up to two minutes once the sidecar is back;
+// capped, it is back within about a second. MinConnectTimeout is gRPC's
+// default, given because ConnectParams has none: a connection attempt to a
+// CPU-throttled sidecar is not cut short.
+var reconnectParams = grpc.ConnectParams{
+	Backoff: backoff.Config{
+		BaseDelay:  100 * time.Millisecond,
+		Multiplier: 1.6,
+		Jitter:     0.2,
+		MaxDelay:   time.Second,
+	},
+	MinConnectTimeout: 20 * time.Second,
 }
 
 // Stats is a snapshot of the client's counters since New.
@@ -161,7 +180,10 @@ func New(opts ...Option) (*Client, error) {
 	if cfg.decisionTimeout <= 0 || cfg.backoffBase <= 0 || cfg.backoffMax < cfg.backoffBase || cfg.awayProbeInterval <= 0 {
 		return nil, errors.New("breakerd: decision timeout, watch backoff and away probe interval must be positive, max >= base")
 	}
-	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.dialOptions...)
+	dial := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(reconnectParams),
+	}, cfg.dialOptions...)
 	conn, err := grpc.NewClient(cfg.target, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("breakerd: target %q: %w", cfg.target, err)
@@ -189,6 +211,28 @@ func (c *Client) Close() error {
 		err = c.conn.Close()
 	})
 	return err
+}
+
+// WaitReady blocks until the channel to breakerd is connected, or until ctx
+// ends (then it returns ctx's error). Optional: call it at startup so the
+// first decisions do not fail open while the connection is being set up (a
+// fresh connection can take longer than the decision timeout). Decisions
+// themselves never wait for the connection.
+func (c *Client) WaitReady(ctx context.Context) error {
+	for {
+		state := c.conn.GetState()
+		switch state {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Shutdown:
+			return errors.New("breakerd: client closed")
+		case connectivity.Idle:
+			c.conn.Connect()
+		}
+		if !c.conn.WaitForStateChange(ctx, state) {
+			return ctx.Err()
+		}
+	}
 }
 
 // Stats returns a snapshot of the counters.

@@ -490,6 +490,39 @@ func TestWatchReconnect(t *testing.T) {
 	}
 }
 
+// WaitReady returns once the channel is connected, ctx's error when nothing
+// answers at the target, and an error at once after Close.
+func TestWaitReady(t *testing.T) {
+	s := startSidecar(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := newClient(t, s.addr)
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatalf("WaitReady with breakerd up: %v", err)
+	}
+	if d, err := c.Acquire(ctx, "ready/dep", 0); err != nil || d.Source != breakerd.SourceSidecar {
+		t.Errorf("Acquire after WaitReady = %+v, %v; want SIDECAR", d, err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := ln.Addr().String()
+	_ = ln.Close()
+	absent := newClient(t, nobody)
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if err := absent.WaitReady(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitReady with nothing at %s = %v; want context.DeadlineExceeded", nobody, err)
+	}
+
+	_ = c.Close()
+	if err := c.WaitReady(ctx); err == nil || ctx.Err() != nil {
+		t.Errorf("WaitReady after Close = %v (ctx: %v); want an error at once", err, ctx.Err())
+	}
+}
+
 // One Client shared by many goroutines (run with -race).
 func TestConcurrentUse(t *testing.T) {
 	s := startSidecar(t)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -177,6 +178,54 @@ func (s *sidecar) stop() {
 func (s *sidecar) kill() {
 	_ = s.cmd.Process.Kill()
 	<-s.exited
+}
+
+// portHolder keeps a crashed sidecar's address bound until release, so
+// nothing else takes it before the restart, and stands in for the dead
+// sidecar: it accepts each connection and closes it at once (to a gRPC
+// client, a failed connection attempt), noting when, so a test can restart
+// breakerd right after one of the client's attempts.
+type portHolder struct {
+	ln       net.Listener
+	attempts chan time.Time // buffered; one per connection accepted
+	done     chan struct{}  // closed when the accept loop has returned
+}
+
+// crash kills breakerd (SIGKILL) and holds its address (see portHolder);
+// restart after release. The test's cleanup releases it too.
+func (s *sidecar) crash() *portHolder {
+	s.t.Helper()
+	s.kill()
+	_ = s.conn.Close() // the helper's own channel must not add attempts
+	var ln net.Listener
+	eventually(s.t, "the crashed sidecar's port to be free", func() bool {
+		var err error
+		ln, err = net.Listen("tcp", s.addr)
+		return err == nil
+	})
+	h := &portHolder{ln: ln, attempts: make(chan time.Time, 1024), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return // released
+			}
+			_ = conn.Close()
+			select {
+			case h.attempts <- time.Now():
+			default:
+			}
+		}
+	}()
+	s.t.Cleanup(h.release)
+	return h
+}
+
+// release frees the address (idempotent).
+func (h *portHolder) release() {
+	_ = h.ln.Close()
+	<-h.done
 }
 
 // pause sends SIGSTOP and waits until every thread of breakerd is stopped

@@ -411,6 +411,44 @@ TEST(SecurityE2eTest, ConfigOrStateFileNamingTheTokenFileNeverQuotesIt) {
   }
 }
 
+// breakerd makes itself non-dumpable (PR_SET_DUMPABLE 0), so no core file
+// or other process of its user can read the token and the Redis password
+// from its memory. The kernel shows it: a non-dumpable process's /proc/PID
+// files belong to root, not to the process's user. As root, breakerd runs
+// as nobody (65534) so that the two differ.
+TEST(SecurityE2eTest, BreakerdIsNotDumpable) {
+  BreakerdProcess scratch;  // only for its temporary directory
+  const std::string log_path = scratch.dir() + "/nobody.log";
+  const std::vector<std::string> args = {
+      BREAKERD_BINARY, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0"};
+  const uid_t expected_if_dumpable = geteuid() == 0 ? 65534 : geteuid();
+  pid_t pid = -1;
+  const int rc = geteuid() == 0
+                     ? SpawnLoggedAs(args, log_path, 65534, 65534, &pid)
+                     : SpawnLogged(args, log_path, &pid);
+  if (rc == EACCES || rc == EPERM) {
+    GTEST_SKIP() << "cannot run " << BREAKERD_BINARY
+                 << " as nobody: " << std::strerror(rc);
+  }
+  ASSERT_EQ(rc, 0) << std::strerror(rc);
+  auto log = [&] {
+    std::ifstream in(log_path);
+    return std::string((std::istreambuf_iterator<char>(in)),
+                       std::istreambuf_iterator<char>());
+  };
+  const bool serving = WaitUntil(
+      [&] { return absl::StrContains(log(), "\"event\":\"serving\""); });
+  struct stat st;
+  const int stat_rc = stat(absl::StrCat("/proc/", pid, "/mem").c_str(), &st);
+  kill(pid, SIGKILL);
+  WaitChild(pid, absl::Seconds(10));
+  ASSERT_TRUE(serving) << log();
+  ASSERT_EQ(stat_rc, 0) << std::strerror(errno);
+  EXPECT_EQ(st.st_uid, 0u) << "/proc/PID/mem belongs to uid " << st.st_uid
+                           << ": breakerd is dumpable (it would be "
+                           << expected_if_dumpable << ")";
+}
+
 // The example overlays generate the Admin Secret from a public
 // placeholder: a sidecar given it refuses to start, saying why.
 TEST(SecurityE2eTest, ThePlaceholderTokenIsRefusedAtStart) {

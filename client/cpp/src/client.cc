@@ -100,6 +100,16 @@ absl::Status RefusedStatus(const Decision& d, absl::string_view context = "") {
 
 }  // namespace
 
+grpc::ChannelArguments ClientChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is, despite its name, the shortest
+  // time gRPC gives one connection attempt (default 20 s): left alone, so
+  // an attempt to a CPU-throttled sidecar is not cut short.
+  return args;
+}
+
 absl::string_view DecisionSourceName(DecisionSource source) {
   switch (source) {
     case DecisionSource::kSidecar:
@@ -207,8 +217,9 @@ class Client::Impl {
       : options_(WithDefaultLog(std::move(options))),
         channel_(options_.channel != nullptr
                      ? options_.channel
-                     : grpc::CreateChannel(options_.target,
-                                           grpc::InsecureChannelCredentials())),
+                     : grpc::CreateCustomChannel(
+                           options_.target, grpc::InsecureChannelCredentials(),
+                           ClientChannelArguments())),
         stub_(v1::Breaker::NewStub(channel_)),
         presence_(PresenceOptions(options_, channel_)) {
     channel_->GetState(/*try_to_connect=*/true);

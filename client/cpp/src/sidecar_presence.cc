@@ -82,7 +82,20 @@ bool SidecarPresence::WaitUntilProbeDue() {
 }
 
 bool SidecarPresence::Probe() {
+  // The probe is what brings the connection back. A Check on a channel in
+  // TRANSIENT_FAILURE fails at once, with no connection attempt, until the
+  // reconnect backoff ends: reset the backoff so that each probe makes an
+  // attempt (an IDLE channel connects for the asking). And the Check waits
+  // for the connection, within its deadline: in a synchronous client no
+  // other thread polls a connection attempt, and gRPC's backup poller
+  // notices its end only every 5 s. A sidecar restarted after a long outage
+  // is found by the next probe, not the next backoff.
+  if (options_.channel->GetState(/*try_to_connect=*/true) ==
+      GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    grpc::experimental::ChannelResetConnectionBackoff(options_.channel.get());
+  }
   grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
   ctx.set_deadline(std::chrono::system_clock::now() +
                    absl::ToChronoNanoseconds(options_.probe_timeout));
   {

@@ -1,19 +1,27 @@
 // The C++ client against the real breakerd binary over real sockets.
 #include "breakerd/client.h"
 
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -60,6 +68,72 @@ bool IsStopped(pid_t pid) {
          stat[paren + 2] == 'T';
 }
 
+// Holds a crashed breakerd's port until destroyed, so nothing else takes it
+// before the restart, and stands in for the dead sidecar: accepts each
+// connection and closes it at once (to a gRPC client, a failed connection
+// attempt), noting when, so a test can restart breakerd right after one of
+// the client's attempts.
+class PortHolder {
+ public:
+  // Listens on 127.0.0.1:`port`; listening() says whether it could.
+  explicit PortHolder(int port)
+      : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)),
+        listening_(Listen(fd_, port)) {
+    if (listening_) accept_thread_ = std::thread([this] { AcceptLoop(); });
+  }
+  ~PortHolder() {
+    stopping_.store(true);
+    if (accept_thread_.joinable()) accept_thread_.join();
+    if (fd_ >= 0) close(fd_);
+  }
+
+  PortHolder(const PortHolder&) = delete;
+  PortHolder& operator=(const PortHolder&) = delete;
+
+  bool listening() const { return listening_; }
+
+  // When the latest connection came (InfinitePast: none yet).
+  absl::Time last_attempt() const {
+    absl::MutexLock lock(&mu_);
+    return last_attempt_;
+  }
+
+ private:
+  static bool Listen(int fd, int port) {
+    const int one = 1;
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return fd >= 0 &&
+           setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+           bind(fd, reinterpret_cast<const sockaddr*>(&address),
+                sizeof(address)) == 0 &&
+           listen(fd, 64) == 0;
+  }
+
+  void AcceptLoop() {
+    pollfd ready{fd_, POLLIN, 0};
+    while (!stopping_.load()) {
+      if (poll(&ready, 1, /*timeout_ms=*/5) <= 0) continue;
+      const int connection = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (connection < 0) continue;
+      close(connection);
+      absl::MutexLock lock(&mu_);
+      last_attempt_ = absl::Now();
+    }
+  }
+
+  // Constant after construction.
+  const int fd_;
+  const bool listening_;
+
+  std::atomic<bool> stopping_{false};
+  mutable absl::Mutex mu_;
+  absl::Time last_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::thread accept_thread_;
+};
+
 class ClientTest : public ::testing::Test {
  protected:
   void SetUp() override { StartBreakerd(&proc_); }
@@ -80,6 +154,19 @@ class ClientTest : public ::testing::Test {
   std::unique_ptr<Client> NewClient(ClientOptions options = {},
                                     int distinct_id = 0) {
     options.channel = proc_.Channel(distinct_id);
+    return NewConnectedClient(std::move(options));
+  }
+
+  // A client of proc_ that makes its channel itself (with the client's
+  // channel arguments), quiet as NewClient's.
+  std::unique_ptr<Client> NewClientOwningItsChannel(ClientOptions options) {
+    options.channel = nullptr;
+    return NewConnectedClient(std::move(options));
+  }
+
+  // Client::Create for proc_'s address, logging into log_lines_, and a wait
+  // for the channel to connect.
+  std::unique_ptr<Client> NewConnectedClient(ClientOptions options) {
     options.target = proc_.tcp_address();
     options.log = [this](absl::string_view line) {
       absl::MutexLock lock(&log_mu_);
@@ -122,9 +209,15 @@ class ClientTest : public ::testing::Test {
                                "\",decision=\"", decision, "\"}"));
   }
 
-  void ForceOpen(const std::string& dep) {
-    auto admin = proc_.AdminStub();
+  // Forces `dep` open on `proc` (default: proc_), waiting for the
+  // connection (a just restarted breakerd).
+  void ForceOpen(const std::string& dep,
+                 const BreakerdProcess* proc = nullptr) {
+    auto admin = (proc != nullptr ? proc : &proc_)->AdminStub();
     grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     absl::ToChronoNanoseconds(kWait));
     ctx.AddMetadata("authorization", BearerToken(kToken));
     v1::ForceOpenRequest request;
     request.set_dependency(dep);
@@ -528,6 +621,79 @@ TEST_F(ClientTest, WatchReconnectsAfterBreakerdRestarts) {
   EXPECT_TRUE(WaitUntil(
       [&] { return client->CachedState("restart/dep") == v1::STATE_OPEN; }));
   EXPECT_GE(client->stats().watch_reconnects, 1u);
+}
+
+// Issue 14: after an outage long enough for gRPC's default reconnect
+// backoff (1 s, x1.6 per attempt, up to 120 s) to grow past 2 s, the client
+// decides with breakerd again within about a second of its restart, and a
+// force-open made at the restart is honoured. The stand-in holding the
+// port sees each connection attempt, and breakerd restarts just after the
+// first one past kMinOutage, so the test measures the client's whole wait
+// for its next attempt.
+TEST_F(ClientTest, BackWithinASecondOfARestartAfterAnOutage) {
+  auto client = NewClientOwningItsChannel({});
+  const std::string dep = "restart/dep";
+  ASSERT_TRUE(WaitUntil([&] {
+    absl::StatusOr<Permit> p = client->Acquire(dep);
+    return p.ok() && p->decision().source == DecisionSource::kSidecar;
+  }));
+
+  const std::string address = proc_.tcp_address();
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
+  ASSERT_TRUE(proc_.Signal(SIGKILL));
+  ASSERT_TRUE(proc_.WaitExit(kWait).has_value());
+  std::unique_ptr<PortHolder> holder;
+  ASSERT_TRUE(WaitUntil([&] {
+    holder = std::make_unique<PortHolder>(port);
+    return holder->listening();
+  }));
+  const absl::Time crashed = absl::Now();
+  // With gRPC's default backoff the attempts come about 0, 1 and 2.6 s into
+  // the outage (each wait +-20%) and the next one 2.56 s (+-20%) after that:
+  // past 2 s of outage, an uncapped client is at least 2 s away from its
+  // next attempt.
+  constexpr absl::Duration kMinOutage = absl::Seconds(2);
+  bool all_fail_open = true;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<Permit> p = client->Acquire(dep);
+        all_fail_open &=
+            p.ok() && p->decision().source == DecisionSource::kFailOpen;
+        return holder->last_attempt() >= crashed + kMinOutage;
+      },
+      absl::Seconds(15)))
+      << "no connection attempt from the client after " << kMinOutage
+      << " of outage";
+  EXPECT_TRUE(all_fail_open);
+  holder.reset();
+  BreakerdProcess again;
+  ASSERT_NO_FATAL_FAILURE(StartBreakerd(&again, {"--listen=" + address}));
+  const absl::Time restarted = absl::Now();
+  ForceOpen(dep, &again);
+
+  // Measured past the limit too, so a failure says how long it took.
+  std::optional<Decision> back;
+  WaitUntil(
+      [&] {
+        absl::StatusOr<Permit> p = client->Acquire(dep);
+        if (p.ok() && p->decision().source != DecisionSource::kFailOpen) {
+          back = p->decision();
+        }
+        return back.has_value();
+      },
+      absl::Seconds(20));
+  const absl::Duration took = absl::Now() - restarted;
+  ASSERT_TRUE(back.has_value())
+      << "still failing open " << took << " after the restart";
+  // From breakerd, or local once the Watch stream has learnt it too.
+  EXPECT_FALSE(back->allowed);
+  EXPECT_EQ(back->reason, v1::REJECT_REASON_FORCED_OPEN);
+  EXPECT_LT(took, absl::Milliseconds(1500))
+      << "decisions came from breakerd again " << took
+      << " after its restart (outage " << restarted - crashed << ")";
+  std::cout << "back " << took << " after the restart, outage "
+            << restarted - crashed << std::endl;
 }
 
 TEST_F(ClientTest, ExampleRunsAgainstTheSidecar) {

@@ -41,6 +41,12 @@ func main() {
 	}
 	defer c.Close()
 	ctx := context.Background()
+	// Optional: so the first decisions do not fail open while connecting.
+	ready, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if err := c.WaitReady(ready); err != nil {
+		log.Printf("breakerd not connected yet (%v): the first calls may fail open", err)
+	}
+	cancel()
 
 	get := func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)

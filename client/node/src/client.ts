@@ -2,6 +2,8 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
+import { abortOutcome, runAbortable } from './abort';
+import { ChangeLog, type ChangeLogOptions, type LogSink } from './change-log';
 import { BreakerOpenError, DecisionSource, type Decision, type StateName } from './decision';
 import type { AcquireFirstResponse__Output } from './generated/breakerd/v1/AcquireFirstResponse';
 import type { AcquireResponse__Output } from './generated/breakerd/v1/AcquireResponse';
@@ -12,9 +14,15 @@ import type { ReportResponse__Output } from './generated/breakerd/v1/ReportRespo
 import type { HealthClient } from './generated/grpc/health/v1/Health';
 import { Outcome, type OutcomeReport } from './outcome';
 import { breakerdV1, durationToMs, healthV1, msToDuration } from './proto';
+import { SendWindow } from './send-window';
+import { NOT_SENT_AWAY, sendUnary, type SendOptions, type UnaryInvoke } from './unary';
 import { Watcher } from './watch';
 
-/** Where log lines go: once when breakerd becomes unreachable (or away), once when it is back. */
+/**
+ * Where log lines go: once when breakerd becomes unreachable (or away), once
+ * when it is back (likewise for Reports and the Watch stream), at most one
+ * line per 10 s per kind, with the number of changes not logged meanwhile.
+ */
 export interface Logger {
   warn(message: string): void;
   info(message: string): void;
@@ -28,7 +36,14 @@ export interface BreakerdClientOptions {
    * breakerd is a sidecar on loopback or a unix socket.
    */
   target?: string;
-  /** Deadline of each Acquire, AcquireFirst and Report RPC, in ms. Default 20. */
+  /**
+   * How long an Acquire, AcquireFirst or Report RPC may take from when it is
+   * written, in ms. Default 20. At most 32 of them are on the wire at once; a
+   * burst beyond that waits its turn, and is answered at once from the fail
+   * mode when breakerd is marked away. An RPC past this timeout stays open
+   * one more second so that a permit breakerd granted late is returned
+   * (reported OUTCOME_CANCELLED) instead of leaked.
+   */
   decisionTimeoutMs?: number;
   /** What to answer when breakerd is unreachable or too slow. Default 'open'. */
   failMode?: 'open' | 'closed';
@@ -44,7 +59,13 @@ export interface BreakerdClientOptions {
   awayProbeIntervalMs?: number;
   /** Default `console`; `null` silences the client. */
   logger?: Logger | null;
-  /** Extra gRPC channel options (merged over the client's reconnect settings). */
+  /** @internal For tests: the clock, timer and interval of the rate-limited log lines. */
+  changeLog?: ChangeLogOptions;
+  /**
+   * Extra gRPC channel options, merged over the client's reconnect settings
+   * (backoff 100 ms growing to at most 1 s, so the client is back within
+   * about a second of a restarted breakerd; independent of watchBackoff).
+   */
   channelOptions?: grpc.ChannelOptions;
 }
 
@@ -79,10 +100,28 @@ export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
  */
 export type Classifier<T> = (settled: Settled<T>) => OutcomeReport | undefined;
 
+/** Options of acquire() and acquireFirst(). */
+export interface AcquireOptions {
+  /**
+   * Gives up waiting for the decision: the promise rejects with the
+   * signal's reason, and a permit breakerd grants anyway is reported
+   * OUTCOME_CANCELLED.
+   */
+  signal?: AbortSignal;
+}
+
 export interface GuardOptions<T> {
   classify?: Classifier<T>;
   /** The attempt number sent with Acquire (0 = first try). Default 0. */
   attempt?: number;
+  /**
+   * The caller gives up: during the Acquire, or while the call runs (pass
+   * the same signal to the call, e.g. fetch, so that it stops too). The
+   * guard rejects at once with the signal's reason, and the permit is
+   * reported exactly once, as OUTCOME_CANCELLED (neutral), or
+   * OUTCOME_TIMEOUT when the reason is a TimeoutError (AbortSignal.timeout).
+   */
+  signal?: AbortSignal;
 }
 
 export interface RetryOptions<T> {
@@ -93,10 +132,14 @@ export interface RetryOptions<T> {
   /** Default 2000. */
   maxMs?: number;
   classify?: Classifier<T>;
+  /** As for guard(); an abort also ends a backoff sleep, and stops retrying. */
+  signal?: AbortSignal;
 }
 
 export interface FirstOptions<T> {
   classify?: Classifier<T>;
+  /** As for guard(); an abort stops the chain. */
+  signal?: AbortSignal;
 }
 
 const DEFAULT_TARGET = '127.0.0.1:50051';
@@ -105,6 +148,19 @@ const WARMUP_DEPENDENCY = 'breakerd-client.warmup';
 const INVALID_ARGUMENT = grpc.status.INVALID_ARGUMENT;
 /** Acquire errors that mean breakerd is not answering in time: it is away. */
 const AWAY_CODES: ReadonlySet<unknown> = new Set([grpc.status.DEADLINE_EXCEEDED, grpc.status.UNAVAILABLE]);
+/** RPCs on the wire at once; more wait their turn (send-window.ts says why). */
+const SEND_WINDOW = 32;
+/** The channel's reconnect backoff (client/README.md, "Sidecar away": capped at 1 s). */
+export const CHANNEL_RECONNECT_BACKOFF_MS = { initial: 100, max: 1000 } as const;
+
+/** The channel options the client sets, with the caller's `extra` merged over them. */
+export function channelOptionsFor(extra: grpc.ChannelOptions = {}): grpc.ChannelOptions {
+  return {
+    'grpc.initial_reconnect_backoff_ms': CHANNEL_RECONNECT_BACKOFF_MS.initial,
+    'grpc.max_reconnect_backoff_ms': CHANNEL_RECONNECT_BACKOFF_MS.max,
+    ...extra,
+  };
+}
 
 /**
  * A client of breakerd. Create one per process and share it: it owns one
@@ -132,16 +188,22 @@ export class BreakerdClient {
   private readonly stub: BreakerClient;
   private readonly health: HealthClient;
   private readonly watcher: Watcher | undefined;
+  private readonly window = new SendWindow(SEND_WINDOW);
   private readonly counters: ClientStats = {
     failOpen: 0, failClosed: 0, localRejections: 0, reportErrors: 0, watchReconnects: 0, awayDecisions: 0,
   };
-  private sidecarReachable = true;
+  /** breakerd unreachable (wrong) / reachable (right): its log lines, rate limited. */
+  private readonly sidecarLog: ChangeLog;
+  /** Reports failing (wrong) / accepted (right). */
+  private readonly reportLog: ChangeLog;
+  /** The Watch stream ended (wrong) / back (right). */
+  private readonly watchLog: ChangeLog;
+  private watchEverUp = false;
   /** Decide with no RPC until a probe or the Watch stream hears from breakerd. */
   private away = false;
   /** The next probe while away (unref()ed); undefined while present or while a probe is out. */
   private probeTimer: NodeJS.Timeout | undefined;
   private probing = false;
-  private reportsWorking = true;
   private closed = false;
 
   constructor(options: BreakerdClientOptions = {}) {
@@ -157,14 +219,16 @@ export class BreakerdClient {
       throw new RangeError(`failMode must be 'open' or 'closed', got ${String(this.failMode)}`);
     }
     this.logger = options.logger === undefined ? console : options.logger;
+    const sink: LogSink = (level, message) => this.logger?.[level](message);
+    const logOptions: ChangeLogOptions = options.changeLog ?? {};
+    this.sidecarLog = new ChangeLog(sink, logOptions);
+    this.reportLog = new ChangeLog(sink, logOptions);
+    this.watchLog = new ChangeLog(sink, logOptions);
+    // The Watch stream's own reconnect loop (not the channel's).
     const initialMs = options.watchBackoff?.initialMs ?? 100;
     const maxMs = options.watchBackoff?.maxMs ?? 5000;
     // Reconnect quickly once breakerd is back (gRPC's default backoff grows to 2 min).
-    const channelOptions: grpc.ChannelOptions = {
-      'grpc.initial_reconnect_backoff_ms': initialMs,
-      'grpc.max_reconnect_backoff_ms': maxMs,
-      ...options.channelOptions,
-    };
+    const channelOptions = channelOptionsFor(options.channelOptions);
     this.stub = new (breakerdV1().Breaker)(this.target, grpc.credentials.createInsecure(), channelOptions);
     // The probe asks over the same channel the decisions use.
     this.health = new (healthV1().Health)(this.target, grpc.credentials.createInsecure(), {
@@ -174,9 +238,16 @@ export class BreakerdClient {
       this.watcher = new Watcher(
         { target: this.target, channelOptions, initialBackoffMs: initialMs, maxBackoffMs: maxMs },
         {
-          onUp: () => this.logger?.info(`breakerd: watching breaker states at ${this.target}`),
+          onUp: () => {
+            if (this.watchEverUp) {
+              this.watchLog.right('info', `breakerd: watch stream at ${this.target} is back; watching breaker states`);
+            } else {
+              this.watchEverUp = true; // the first connect is not a change
+              this.logger?.info(`breakerd: watching breaker states at ${this.target}`);
+            }
+          },
           onDown: (details) =>
-            this.logger?.warn(`breakerd: watch stream at ${this.target} ended (${details}); deciding remotely until it is back`),
+            this.watchLog.wrong('warn', `breakerd: watch stream at ${this.target} ended (${details}); deciding remotely until it is back`),
           onReconnect: () => void this.counters.watchReconnects++,
           onMessage: () => this.markBack('the watch stream'),
         },
@@ -190,11 +261,14 @@ export class BreakerdClient {
    * (SIDECAR), or, when it is unreachable or slower than decisionTimeoutMs,
    * the fail mode does (FAIL_OPEN: allowed with permit "0"; FAIL_CLOSED),
    * at once and with no RPC while breakerd is away.
-   * Rejects only on INVALID_ARGUMENT (a bad dependency name: a programming error).
+   * Rejects only on INVALID_ARGUMENT (a bad dependency name: a programming
+   * error), and with the signal's reason when `options.signal` aborts.
    *
    * @param attempt 0 for the first try, 1, 2, ... for retries (spends the retry budget).
    */
-  async acquire(dependency: string, attempt = 0): Promise<Decision> {
+  async acquire(dependency: string, attempt = 0, options: AcquireOptions = {}): Promise<Decision> {
+    const { signal } = options;
+    signal?.throwIfAborted();
     const local = this.watcher?.refusal(dependency);
     if (local) {
       this.counters.localRejections++;
@@ -202,8 +276,9 @@ export class BreakerdClient {
     }
     if (this.away) return this.awayDecision(dependency);
     try {
-      const r = await this.unary<AcquireResponse__Output>((options, done) =>
-        this.stub.Acquire({ dependency, attempt }, options, done),
+      const r = await this.send<AcquireResponse__Output>(
+        (callOptions, done) => this.stub.Acquire({ dependency, attempt }, callOptions, done),
+        { lane: 'decision', signal, onLate: (late) => this.returnPermit(dependency, late) },
       );
       this.noteSidecar(true);
       return {
@@ -211,6 +286,7 @@ export class BreakerdClient {
         retryAfterMs: durationToMs(r.retry_after), dependency, source: DecisionSource.SIDECAR,
       };
     } catch (err) {
+      if (signal?.aborted && err === signal.reason) throw err;
       return this.unreachable(dependency, err);
     }
   }
@@ -221,10 +297,12 @@ export class BreakerdClient {
    * Dependencies refused locally are dropped before the RPC; if none is
    * left the answer is a LOCAL refusal with the shortest wait. On FAIL_OPEN
    * the first remaining dependency is granted. When every candidate is
-   * refused, `dependency` names the last one.
+   * refused, `dependency` names the last one. `options.signal` as for acquire().
    */
-  async acquireFirst(dependencies: readonly string[], attempt = 0): Promise<Decision> {
+  async acquireFirst(dependencies: readonly string[], attempt = 0, options: AcquireOptions = {}): Promise<Decision> {
     if (dependencies.length === 0) throw new RangeError('acquireFirst needs at least one dependency');
+    const { signal } = options;
+    signal?.throwIfAborted();
     const candidates: string[] = [];
     let refused: Decision | undefined;
     for (const dependency of dependencies) {
@@ -241,8 +319,9 @@ export class BreakerdClient {
     if (this.away) return this.awayDecision(candidates[0]!);
     const last = candidates[candidates.length - 1]!;
     try {
-      const r = await this.unary<AcquireFirstResponse__Output>((options, done) =>
-        this.stub.AcquireFirst({ dependencies: candidates, attempt }, options, done),
+      const r = await this.send<AcquireFirstResponse__Output>(
+        (callOptions, done) => this.stub.AcquireFirst({ dependencies: candidates, attempt }, callOptions, done),
+        { lane: 'decision', signal, onLate: (late) => this.returnPermit(late.dependency, late) },
       );
       this.noteSidecar(true);
       return {
@@ -251,6 +330,7 @@ export class BreakerdClient {
         source: DecisionSource.SIDECAR,
       };
     } catch (err) {
+      if (signal?.aborted && err === signal.reason) throw err;
       return this.unreachable(candidates[0]!, err);
     }
   }
@@ -274,6 +354,17 @@ export class BreakerdClient {
       this.counters.reportErrors++;
       return undefined;
     }
+    return this.sendReport(dependency, permit, outcome, latencyMs, false);
+  }
+
+  /** Sends a Report (while away only when `keep`: a late permit going back); never rejects. */
+  private async sendReport(
+    dependency: string,
+    permit: string,
+    outcome: OutcomeReport,
+    latencyMs: number | undefined,
+    keep: boolean,
+  ): Promise<ReportResult | undefined> {
     const request: ReportRequest = {
       dependency,
       permit,
@@ -284,17 +375,17 @@ export class BreakerdClient {
     };
     if (outcome.grpcCode !== undefined) request.grpc_code = outcome.grpcCode;
     try {
-      const r = await this.unary<ReportResponse__Output>((options, done) => this.stub.Report(request, options, done));
-      if (!this.reportsWorking) {
-        this.reportsWorking = true;
-        this.logger?.info('breakerd: reports are accepted again');
-      }
+      const r = await this.send<ReportResponse__Output>(
+        (callOptions, done) => this.stub.Report(request, callOptions, done),
+        { lane: 'report', keep },
+      );
+      if (this.reportLog.isWrong) this.reportLog.right('info', 'breakerd: reports are accepted again');
       return { state: r.state, effect: r.effect };
     } catch (err) {
       this.counters.reportErrors++;
-      if (this.reportsWorking) {
-        this.reportsWorking = false;
-        this.logger?.warn(`breakerd: report failed (${describe(err)}); counting report errors until one succeeds`);
+      if (err === NOT_SENT_AWAY) return undefined; // as for a report while away: counted only
+      if (!this.reportLog.isWrong) {
+        this.reportLog.wrong('warn', `breakerd: report failed (${describe(err)}); counting report errors until one succeeds`);
       }
       return undefined;
     }
@@ -304,12 +395,15 @@ export class BreakerdClient {
    * Runs `fn` under the breaker: acquire; if refused, throw BreakerOpenError
    * without calling; else run it, measure it, report its classified outcome
    * (exactly once, OUTCOME_CANCELLED if classification itself throws) and
-   * return its result or rethrow its error.
+   * return its result or rethrow its error. When `options.signal` aborts
+   * (during the Acquire or the call), rejects at once with its reason; the
+   * permit, if any, is reported as the abort (see GuardOptions.signal).
    */
   async guard<T>(dependency: string, fn: () => T | PromiseLike<T>, options: GuardOptions<T> = {}): Promise<T> {
-    const decision = await this.acquire(dependency, options.attempt ?? 0);
+    const { signal } = options;
+    const decision = await this.acquire(dependency, options.attempt ?? 0, { signal });
     if (!decision.allowed) throw new BreakerOpenError(decision);
-    const { settled } = await this.runPermitted(decision, fn, options.classify);
+    const { settled } = await this.runPermitted(decision, fn, options.classify, signal);
     return unwrap(settled);
   }
 
@@ -320,14 +414,16 @@ export class BreakerdClient {
    * BreakerOpenError (no sleep, no further attempt); so does an outcome not
    * worth retrying (success, bad request, auth error, cancelled, soft
    * failure), returning or rethrowing that attempt's result. After the last
-   * attempt its result or error is returned or rethrown.
+   * attempt its result or error is returned or rethrown. `options.signal`
+   * aborting rejects at once with its reason (in a backoff sleep too) and
+   * stops: no further attempt.
    */
   async retry<T>(
     dependency: string,
     fn: (attempt: number) => T | PromiseLike<T>,
     options: RetryOptions<T> = {},
   ): Promise<T> {
-    const { maxAttempts = 3, baseMs = 100, maxMs = 2000, classify } = options;
+    const { maxAttempts = 3, baseMs = 100, maxMs = 2000, classify, signal } = options;
     if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
       throw new RangeError(`maxAttempts must be a positive integer, got ${maxAttempts}`);
     }
@@ -338,12 +434,16 @@ export class BreakerdClient {
       const refusalKnown =
         (lastState !== undefined && !CLOSED_STATES.has(lastState)) || this.watcher?.refusal(dependency) !== undefined;
       if (attempt > 0 && !refusalKnown) {
-        await sleep(Math.random() * Math.min(maxMs, baseMs * 2 ** (attempt - 1)));
+        await sleep(Math.random() * Math.min(maxMs, baseMs * 2 ** (attempt - 1)), undefined, { signal }).catch(
+          (err: unknown) => {
+            throw signal?.aborted ? signal.reason : err;
+          },
+        );
       }
-      const decision = await this.acquire(dependency, attempt);
+      const decision = await this.acquire(dependency, attempt, { signal });
       if (!decision.allowed) throw new BreakerOpenError(decision);
-      const { settled, report, result } = await this.runPermitted(decision, () => fn(attempt), classify);
-      if (attempt + 1 >= maxAttempts || !Outcome.isRetryable(report)) return unwrap(settled);
+      const { settled, report, result } = await this.runPermitted(decision, () => fn(attempt), classify, signal);
+      if (attempt + 1 >= maxAttempts || !Outcome.isRetryable(report) || signal?.aborted) return unwrap(settled);
       lastState = result?.state;
     }
   }
@@ -360,13 +460,14 @@ export class BreakerdClient {
     fn: (dependency: string) => T | PromiseLike<T>,
     options: FirstOptions<T> = {},
   ): Promise<T> {
+    const { classify, signal } = options;
     let remaining = [...dependencies];
     for (;;) {
-      const decision = await this.acquireFirst(remaining);
+      const decision = await this.acquireFirst(remaining, 0, { signal });
       if (!decision.allowed) throw new BreakerOpenError(decision);
-      const { settled, report } = await this.runPermitted(decision, () => fn(decision.dependency), options.classify);
+      const { settled, report } = await this.runPermitted(decision, () => fn(decision.dependency), classify, signal);
       remaining = remaining.slice(remaining.indexOf(decision.dependency) + 1);
-      if (!Outcome.isRetryable(report) || remaining.length === 0) return unwrap(settled);
+      if (!Outcome.isRetryable(report) || remaining.length === 0 || signal?.aborted) return unwrap(settled);
     }
   }
 
@@ -411,26 +512,30 @@ export class BreakerdClient {
     this.probeTimer = undefined;
     this.stub.close();
     await this.watcher?.close();
+    this.sidecarLog.close();
+    this.reportLog.close();
+    this.watchLog.close();
   }
 
-  /** Runs a permitted call and reports it exactly once. */
+  /**
+   * Runs a permitted call and reports it exactly once: an abort of `signal`
+   * as abortOutcome() says (the classifier is not asked), anything else as
+   * classified.
+   */
   private async runPermitted<T>(
     decision: Decision,
     fn: () => T | PromiseLike<T>,
     classify: Classifier<T> | undefined,
+    signal: AbortSignal | undefined,
   ): Promise<{ settled: Settled<T>; report: OutcomeReport; result: ReportResult | undefined }> {
     const started = performance.now();
-    let settled: Settled<T>;
-    try {
-      settled = { ok: true, value: await fn() };
-    } catch (error) {
-      settled = { ok: false, error };
-    }
+    const settled = await runAbortable(fn, signal);
     const latencyMs = performance.now() - started;
     let report: OutcomeReport = Outcome.CANCELLED;
     let result: ReportResult | undefined;
     try {
-      report = classify?.(settled) ?? (settled.ok ? Outcome.SUCCESS : Outcome.fromError(settled.error));
+      if (!settled.ok && settled.aborted) report = abortOutcome(settled.error);
+      else report = classify?.(settled) ?? (settled.ok ? Outcome.SUCCESS : Outcome.fromError(settled.error));
     } finally {
       result = await this.report(decision.dependency, decision.permit, report, latencyMs);
     }
@@ -442,6 +547,7 @@ export class BreakerdClient {
    * A timeout or UNAVAILABLE marks breakerd away.
    */
   private unreachable(dependency: string, err: unknown): Decision {
+    if (err === NOT_SENT_AWAY) return this.awayDecision(dependency);
     const code = (err as { code?: unknown }).code;
     if (code === INVALID_ARGUMENT) throw err;
     if (!this.closed) {
@@ -473,9 +579,11 @@ export class BreakerdClient {
   private markAway(err: unknown): void {
     if (this.away) return;
     this.away = true;
-    if (this.sidecarReachable) {
-      this.sidecarReachable = false;
-      this.logger?.warn(
+    // Nothing queued waits for a breakerd that is not answering.
+    this.window.flush();
+    if (!this.sidecarLog.isWrong) {
+      this.sidecarLog.wrong(
+        'warn',
         `breakerd: ${this.target} unreachable (${describe(err)}); failing ${this.failMode} with no RPC until it answers a health check`,
       );
     }
@@ -488,9 +596,7 @@ export class BreakerdClient {
     this.away = false;
     clearTimeout(this.probeTimer);
     this.probeTimer = undefined;
-    if (this.sidecarReachable) return;
-    this.sidecarReachable = true;
-    this.logger?.info(`breakerd: ${this.target} is reachable again (${via} answered)`);
+    if (this.sidecarLog.isWrong) this.sidecarLog.right('info', `breakerd: ${this.target} is reachable again (${via} answered)`);
   }
 
   /** The next probe, on a timer that never keeps the process alive. */
@@ -513,19 +619,20 @@ export class BreakerdClient {
   }
 
   private noteSidecar(reachable: boolean, err?: unknown): void {
-    if (reachable === this.sidecarReachable) return;
-    this.sidecarReachable = reachable;
-    if (reachable) this.logger?.info(`breakerd: ${this.target} is reachable again`);
-    else this.logger?.warn(`breakerd: ${this.target} unreachable (${describe(err)}); failing ${this.failMode}`);
+    if (reachable === !this.sidecarLog.isWrong) return;
+    if (reachable) this.sidecarLog.right('info', `breakerd: ${this.target} is reachable again`);
+    else this.sidecarLog.wrong('warn', `breakerd: ${this.target} unreachable (${describe(err)}); failing ${this.failMode}`);
   }
 
-  /** One unary RPC with the decision deadline, never wait-for-ready. */
-  private unary<Res>(
-    invoke: (options: grpc.CallOptions, done: (err: grpc.ServiceError | null, res?: Res) => void) => void,
-  ): Promise<Res> {
-    return new Promise((resolve, reject) =>
-      invoke({ deadline: Date.now() + this.decisionTimeoutMs }, (err, res) => (err ? reject(err) : resolve(res!))),
-    );
+  /** Reports a permit that arrived after its caller stopped waiting: the call was never made. */
+  private returnPermit(dependency: string, late: { allowed: boolean; permit: string }): void {
+    if (!late.allowed || !late.permit || late.permit === '0') return;
+    void this.sendReport(dependency, late.permit, Outcome.CANCELLED, undefined, true);
+  }
+
+  /** One RPC through the window, its timeout running from when it is written (unary.ts). */
+  private send<Res>(invoke: UnaryInvoke<Res>, options: SendOptions<Res>): Promise<Res> {
+    return sendUnary(this.window, this.decisionTimeoutMs, invoke, options);
   }
 }
 

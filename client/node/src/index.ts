@@ -5,6 +5,7 @@ import { State as StateValues, type State__Output } from './generated/breakerd/v
 
 export {
   BreakerdClient,
+  type AcquireOptions,
   type BreakerdClientOptions,
   type Classifier,
   type ClientStats,

@@ -32,6 +32,8 @@ const TIMEOUT_CODES = new Set([
   'ETIMEDOUT', 'ESOCKETTIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT',
   'UND_ERR_BODY_TIMEOUT',
 ]);
+/** Error codes that mean the caller gave up: Node's AbortError, axios' CanceledError. */
+const CANCELLED_CODES = new Set(['ABORT_ERR', 'ERR_CANCELED']);
 /** Node / undici error codes that mean the upstream could not be reached. */
 const CONNECTION_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH',
@@ -84,15 +86,18 @@ function grpcStatus(code: number): OutcomeReport {
 
 /**
  * Classifies what a guarded call threw:
- * - `AbortError` / `TimeoutError` (e.g. `AbortSignal.timeout`) or a timeout
- *   code (`ETIMEDOUT`, undici timeouts) -> OUTCOME_TIMEOUT;
+ * - `TimeoutError` (e.g. `AbortSignal.timeout`) or a timeout code
+ *   (`ETIMEDOUT`, undici timeouts) -> OUTCOME_TIMEOUT;
+ * - `AbortError` (`controller.abort()`: the caller gave up), code `ABORT_ERR`
+ *   or axios' `ERR_CANCELED` -> OUTCOME_CANCELLED (neutral);
  * - `ECONNREFUSED`, `ECONNRESET`, `ENOTFOUND` and similar -> OUTCOME_CONNECTION_ERROR
  *   (codes are also looked for in `cause` chains, as fetch reports them);
  * - a gRPC ServiceError -> its status code;
  * - an error with an HTTP `status`, `statusCode` or `response.status` -> that status;
  * - anything else -> OUTCOME_SERVER_ERROR.
- * An application that aborts calls for its own reasons (not as a timeout)
- * should report Outcome.CANCELLED through a `classify` function instead.
+ * An abort with a reason of the application's own (`controller.abort(reason)`)
+ * throws that reason: give the guard the signal (`{ signal }`) so that it
+ * reports OUTCOME_CANCELLED whatever the reason.
  */
 function fromError(err: unknown): OutcomeReport {
   for (const e of errorChain(err)) {
@@ -101,9 +106,12 @@ function fromError(err: unknown): OutcomeReport {
     }
     const status = [e.status, e.statusCode, e.response?.status].find(isHttpStatus);
     if (status !== undefined) return httpStatus(status);
-    if (e.name === 'AbortError' || e.name === 'TimeoutError') return Outcome.TIMEOUT;
+    if (e.name === 'TimeoutError') return Outcome.TIMEOUT;
+    // Node's AbortError carries the signal's reason as its cause: a TimeoutError there is a timeout.
+    if (e.name === 'AbortError') return (e.cause as ErrorLike | undefined)?.name === 'TimeoutError' ? Outcome.TIMEOUT : Outcome.CANCELLED;
     if (typeof e.code === 'string') {
       if (TIMEOUT_CODES.has(e.code)) return Outcome.TIMEOUT;
+      if (CANCELLED_CODES.has(e.code)) return Outcome.CANCELLED;
       if (CONNECTION_CODES.has(e.code)) return Outcome.CONNECTION_ERROR;
     }
   }

@@ -1,5 +1,6 @@
 // breakerd hung (SIGSTOP): after one timed-out Acquire the client decides with no RPC until breakerd answers again.
 import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import { BreakerdClient, Outcome, type Logger } from '../src/index';
 import { Breakerd, waitFor } from './helpers';
@@ -81,5 +82,39 @@ describe('sidecar away', () => {
     const lines = logs.slice(logsBefore);
     assert.equal(lines.filter((l) => l.includes('unreachable')).length, 1, lines.join(' | '));
     assert.equal(lines.filter((l) => l.includes('reachable again')).length, 1, lines.join(' | '));
+  });
+
+  it('answers a burst queued behind a stopped breakerd at once when it is marked away', async () => {
+    // 200 decisions, most of them queued behind the 32 RPCs on the wire: when
+    // those time out, the rest are answered with no RPC instead of each
+    // waiting its own decision timeout in turn.
+    const timeoutMs = 300;
+    const burst = new BreakerdClient({ target: bd.grpcAddr, decisionTimeoutMs: timeoutMs, watch: false, logger: null });
+    try {
+      await burst.ready();
+      await sidecarDecision(burst, 'away/burst');
+      const before = burst.stats();
+      await bd.pause(true);
+      let decisions;
+      try {
+        decisions = await Promise.all(
+          Array.from({ length: 200 }, async () => {
+            const started = performance.now();
+            const d = await burst.acquire('away/burst');
+            return { source: d.source, ms: performance.now() - started };
+          }),
+        );
+      } finally {
+        await bd.pause(false);
+      }
+      assert.ok(decisions.every((d) => d.source === 'FAIL_OPEN'));
+      // Waiting in turn, the last of 200 would take seven timeouts (2.1 s).
+      const slowest = Math.max(...decisions.map((d) => d.ms));
+      assert.ok(slowest < 3 * timeoutMs, `the slowest decision took ${slowest} ms`);
+      assert.ok(burst.stats().awayDecisions > before.awayDecisions, 'queued decisions made no RPC');
+      assert.equal(burst.stats().failOpen - before.failOpen, 200);
+    } finally {
+      await burst.close();
+    }
   });
 });

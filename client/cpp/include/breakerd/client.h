@@ -46,6 +46,7 @@
 #include "absl/time/time.h"
 #include "breakerd/v1/breaker.pb.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/status.h"
 
 namespace breakerd::client {
@@ -70,7 +71,9 @@ struct ClientOptions {
   // gRPC target: "host:port" or "unix:/path". Empty: the environment
   // variable BREAKERD_ADDR, else "127.0.0.1:50051".
   std::string target;
-  // Use this channel instead of creating one for `target`.
+  // Use this channel instead of creating one for `target`. Its arguments
+  // are the caller's: create it with ClientChannelArguments() to keep the
+  // client's capped reconnect backoff.
   std::shared_ptr<grpc::Channel> channel;
   // Deadline of each Acquire, AcquireFirst and Report RPC, and of each
   // health check while breakerd is away. Default 20 ms; must be positive.
@@ -96,6 +99,12 @@ struct ClientOptions {
   // caller's thread or the client's own threads, never under a client lock.
   std::function<void(absl::string_view)> log;
 };
+
+// The arguments of the channel the client creates: its reconnect backoff
+// starts at 100 ms and is capped at 1 s (gRPC's default grows to 120 s, so
+// a client would fail open for up to two minutes after the sidecar is
+// back). For a channel passed in ClientOptions::channel.
+grpc::ChannelArguments ClientChannelArguments();
 
 // What Acquire answered.
 struct Decision {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import inspect
 import logging
@@ -11,9 +12,11 @@ import random
 import re
 import threading
 import time
+import weakref
 from types import TracebackType
 from typing import (
     Any,
+    Awaitable,
     Callable,
     Literal,
     Optional,
@@ -29,6 +32,7 @@ from google.protobuf import duration_pb2
 from grpc_health.v1 import health_pb2  # grpc-stubs types this module as Any
 
 from ._cache import StateCache
+from ._changelog import ChangeLog
 from ._outcome import Outcome, OutcomeKind
 from ._presence import SidecarPresence
 from ._proto import breaker_pb2 as pb
@@ -60,6 +64,65 @@ _PB_OUTCOME = {kind: "OUTCOME_" + kind.name for kind in OutcomeKind}  # enum nam
 # Errors that make the sidecar away: it is hung, throttled or not there.
 _AWAY_CODES = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
 _HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+# Worker threads of a client's async path. Each blocks at most
+# decision_timeout in an RPC, and never while the sidecar is away (those
+# decisions are made on the event loop): enough that a burst of tasks
+# does not queue behind a hung sidecar for more than about one timeout.
+_ASYNC_WORKERS = 32
+
+
+def _fork_support_enabled() -> bool:
+    """Whether grpc's fork handlers run (GRPC_ENABLE_FORK_SUPPORT, read when
+    grpc is imported): only then can a forked child open a new channel."""
+    try:
+        from grpc._cython import cygrpc  # type: ignore[attr-defined]  # private: fallback below
+
+        return bool(cygrpc.is_fork_support_enabled())
+    except (ImportError, AttributeError):
+        return os.environ.get("GRPC_ENABLE_FORK_SUPPORT", "").lower() in ("1", "true", "yes")
+
+
+# Every open Client, so that a forked child can mark them (see _forget_parent).
+_CLIENTS: weakref.WeakSet[Client] = weakref.WeakSet()
+# What a forked child inherited of its parent's grpc objects: kept referenced
+# so that no destructor of the parent's channel or calls runs in the child.
+_PARENT_GRPC_OBJECTS: list[object] = []
+
+
+_fork_hooks_lock = threading.Lock()
+_fork_hooks_registered = False
+
+
+def _register_fork_hooks() -> None:
+    """Once, after the first channel exists (grpc then has registered its
+    own fork handlers): the before hook therefore runs before grpc's, and
+    the child hook after grpc has closed the parent's channels."""
+    global _fork_hooks_registered
+    if not hasattr(os, "register_at_fork"):  # not POSIX
+        return
+    with _fork_hooks_lock:
+        if not _fork_hooks_registered:
+            os.register_at_fork(
+                before=_before_fork,
+                after_in_parent=_after_fork_in_parent,
+                after_in_child=_after_fork_in_child,
+            )
+            _fork_hooks_registered = True
+
+
+def _before_fork() -> None:
+    for client in list(_CLIENTS):
+        client._pause_for_fork()
+
+
+def _after_fork_in_parent() -> None:
+    for client in list(_CLIENTS):
+        client._resume_after_fork()
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_CLIENTS):
+        client._forget_parent()
 
 
 def _method(service: str, method: str) -> str:
@@ -79,20 +142,24 @@ def _check_name(dependency: str) -> None:
 
 
 class _Health:
-    """Logs once when something starts failing and once when it recovers."""
+    """Logs once when something starts failing and once when it recovers
+    (at most one line per 10 s: see :class:`ChangeLog`)."""
 
     def __init__(self, failing: str, recovered: str) -> None:
         self._lock = threading.Lock()
         self._failing = False
         self._failing_msg = failing
         self._recovered_msg = recovered
+        self._changes = ChangeLog()
 
     def failed(self, detail: str) -> None:
         with self._lock:
             if self._failing:
                 return
             self._failing = True
-        _log.warning("%s (%s)", self._failing_msg, detail)
+        self._changes.change(
+            "failing", logging.WARNING, "%s (%s)", self._failing_msg, detail
+        )
 
     def ok(self) -> None:
         if not self._failing:  # unlocked fast path; the swap below decides
@@ -100,7 +167,7 @@ class _Health:
         with self._lock:
             was_failing, self._failing = self._failing, False
         if was_failing:
-            _log.info(self._recovered_msg)
+            self._changes.change("ok", logging.INFO, "%s", self._recovered_msg)
 
 
 class Client:
@@ -108,6 +175,13 @@ class Client:
 
     Create one per process and share it: every method is thread-safe, and the
     guards may be used from any number of threads and asyncio tasks.
+
+    A Client made before the process forks (a pre-fork server) works in the
+    child: its first use there opens a new channel and Watch stream, never
+    touching the parent's. That needs grpc's fork support
+    (``GRPC_ENABLE_FORK_SUPPORT=1`` in the environment before grpc is
+    imported); without it the child's first use raises RuntimeError saying
+    so, rather than hang.
 
     Args:
         target: breakerd's address, ``host:port`` or ``unix:/path``. Default:
@@ -158,15 +232,35 @@ class Client:
         self._classifier = classifier
         self._backoff_first, self._backoff_max = watch_backoff
 
-        options: list[tuple[str, Any]] = [
+        self._away_probe_interval = away_probe_interval
+        self._watch = watch
+        self._channel_options: list[tuple[str, Any]] = [
             ("grpc.enable_http_proxy", 0),  # a sidecar is local: never via a proxy
             # Reconnect to a restarted sidecar quickly, not after grpc's 1 s+ backoff.
             # (Not min_reconnect_backoff_ms: that is also the connect timeout.)
             ("grpc.initial_reconnect_backoff_ms", 100),
-            ("grpc.max_reconnect_backoff_ms", 5000),
+            # Capped at 1 s (client/README.md): back within about a second
+            # of a restarted sidecar, however long it was gone.
+            ("grpc.max_reconnect_backoff_ms", 1000),
         ]
-        options.extend(channel_options)
-        self._channel = grpc.insecure_channel(self.target, options=options)
+        self._channel_options.extend(channel_options)
+
+        # Everything below belongs to one process: a forked child drops it
+        # (_forget_parent) and builds its own on first use (_connect).
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._counts = {name: 0 for name in Stats.__dataclass_fields__}
+        self._closed = threading.Event()
+        self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._connect()
+        _CLIENTS.add(self)
+        _register_fork_hooks()
+
+    def _connect(self) -> None:
+        """Builds this process's channel, RPCs, presence, cache and Watch
+        thread. REQUIRES: no other thread uses the client yet (the
+        constructor), or ``_lock`` held in a forked child."""
+        self._channel = grpc.insecure_channel(self.target, options=self._channel_options)
         ch = self._channel
         self._acquire_rpc: grpc.UnaryUnaryMultiCallable[pb.AcquireRequest, pb.AcquireResponse]
         self._acquire_rpc = ch.unary_unary(
@@ -203,24 +297,100 @@ class Client:
             response_deserializer=health_pb2.HealthCheckResponse.FromString,
         )
 
-        self._lock = threading.Lock()
-        self._counts = {name: 0 for name in Stats.__dataclass_fields__}
         self._sidecar = SidecarPresence(
-            self._health_check, away_probe_interval, target=self.target, fail_mode=fail_mode
+            self._health_check,
+            self._away_probe_interval,
+            target=self.target,
+            fail_mode=self.fail_mode,
         )
         self._reports = _Health(
             "breakerd rejects or misses reports: counting them in report_errors",
             "breakerd accepts reports again",
         )
         self._cache = StateCache()
-        self._closed = threading.Event()
         self._watch_call: Optional[grpc.Call] = None
         self._watch_thread: Optional[threading.Thread] = None
-        if watch:
+        # Guarded by _lock: a fork is coming, the Watch thread leaves grpc
+        # (grpc's fork support requires that no thread of ours is in it).
+        self._watch_wake = threading.Condition(self._lock)
+        self._forking = False
+        self._watch_parked = False
+        if self._watch:
             self._watch_thread = threading.Thread(
                 target=self._watch_loop, name="breakerd-watch", daemon=True
             )
             self._watch_thread.start()
+
+    def _pause_for_fork(self) -> None:
+        """Before a fork, in the forking thread: the Watch thread leaves grpc
+        (its stream cancelled) and parks, and no health check is in flight,
+        so no lock of grpc's is held by a thread of ours when the process is
+        copied. Bounded: at most about 2 s."""
+        if not self._pid or self._closed.is_set():
+            return
+        self._sidecar.pause()
+        with self._lock:
+            self._forking = True
+            self._watch_wake.notify_all()
+            call = self._watch_call
+            thread = self._watch_thread
+        if thread is None:
+            return
+        if call is not None:
+            call.cancel()
+        with self._lock:
+            self._watch_wake.wait_for(lambda: self._watch_parked or not thread.is_alive(), 2.0)
+
+    def _resume_after_fork(self) -> None:
+        """After a fork, in the parent: the Watch thread reconnects at once."""
+        if not self._pid:
+            return
+        with self._lock:
+            self._forking = False
+            self._watch_wake.notify_all()
+        self._sidecar.resume()
+
+    def _forget_parent(self) -> None:
+        """In a forked child, before any other code runs: the parent's
+        threads (Watch, away probe, async workers) do not exist here and its
+        locks may be held forever, so this drops all of it, keeping the grpc
+        objects referenced but unused; the first use builds new ones."""
+        _PARENT_GRPC_OBJECTS.append(
+            (self._channel, self._watch_call, self._executor, self._sidecar)
+        )
+        self._lock = threading.Lock()
+        closed = self._closed.is_set()
+        self._closed = threading.Event()
+        if closed:
+            self._closed.set()
+        self._executor = None
+        self._watch_call = None
+        self._watch_thread = None
+        # Present, with an empty cache, until this process hears otherwise.
+        self._sidecar = SidecarPresence(
+            lambda: False, self._away_probe_interval, target=self.target, fail_mode=self.fail_mode
+        )
+        self._cache = StateCache()
+        self._pid = 0  # not connected in this process: _in_this_process connects
+
+    def _in_this_process(self) -> None:
+        """After a fork, connects the child on its first use. Raises
+        RuntimeError when grpc's fork support is off: a channel opened in
+        the child would hang, so refuse clearly instead."""
+        if self._pid:  # unlocked fast path: set once per process
+            return
+        with self._lock:
+            if self._pid or self._closed.is_set():
+                return
+            if not _fork_support_enabled():
+                raise RuntimeError(
+                    "breakerd Client was created before this process was forked, and "
+                    "grpc's fork support is off: set GRPC_ENABLE_FORK_SUPPORT=1 in the "
+                    "environment before grpc is imported, or create the Client after "
+                    "the fork (e.g. in a post-fork hook)"
+                )
+            self._connect()
+            self._pid = os.getpid()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -230,7 +400,16 @@ class Client:
             if self._closed.is_set():
                 return
             self._closed.set()
+            if self._pid:
+                self._watch_wake.notify_all()
             call = self._watch_call
+            executor, self._executor = self._executor, None
+            connected = self._pid != 0  # else a forked child's grpc objects are its parent's
+        _CLIENTS.discard(self)
+        if executor is not None:
+            executor.shutdown(wait=False)  # queued acquires still run, and fail
+        if not connected:
+            return
         if call is not None:
             call.cancel()
         self._channel.close()  # also ends a health check in flight
@@ -296,6 +475,20 @@ class Client:
         Raises:
             InvalidArgumentError: a bad dependency name.
         """
+        decision = self._decide_without_rpc(dependency, attempt)
+        if decision is not None:
+            return decision
+        request = pb.AcquireRequest(dependency=dependency, attempt=attempt)
+        try:
+            resp = self._acquire_rpc(request, timeout=self.decision_timeout, wait_for_ready=False)
+        except grpc.RpcError as err:
+            return self._degraded(err, dependency)
+        self._sidecar.answered()
+        return self._decision(resp, dependency)
+
+    def _decide_without_rpc(self, dependency: str, attempt: int) -> Optional[Decision]:
+        """The checks of :meth:`acquire` that need no RPC: validation, local
+        refusal, away. None: ask breakerd. Never blocks on breakerd."""
         _check_name(dependency)
         if attempt < 0:
             raise InvalidArgumentError("attempt must be >= 0")
@@ -313,13 +506,7 @@ class Client:
             )
         if self._sidecar.away:
             return self._failed_decision(dependency, away=True)
-        request = pb.AcquireRequest(dependency=dependency, attempt=attempt)
-        try:
-            resp = self._acquire_rpc(request, timeout=self.decision_timeout, wait_for_ready=False)
-        except grpc.RpcError as err:
-            return self._degraded(err, dependency)
-        self._sidecar.answered()
-        return self._decision(resp, dependency)
+        return None
 
     def acquire_first(self, dependencies: Sequence[str], attempt: int = 0) -> Decision:
         """Acquire the first allowed of ``dependencies`` (in order of
@@ -331,6 +518,23 @@ class Client:
         Raises:
             InvalidArgumentError: an empty list or a bad name.
         """
+        first = self._decide_first_without_rpc(dependencies)
+        if isinstance(first, Decision):
+            return first
+        remaining = first
+        request = pb.AcquireFirstRequest(dependencies=remaining, attempt=attempt)
+        try:
+            resp = self._acquire_first_rpc(
+                request, timeout=self.decision_timeout, wait_for_ready=False
+            )
+        except grpc.RpcError as err:
+            return self._degraded(err, remaining[0])
+        self._sidecar.answered()
+        return self._decision(resp, resp.dependency or remaining[-1])
+
+    def _decide_first_without_rpc(self, dependencies: Sequence[str]) -> Union[Decision, list[str]]:
+        """The checks of :meth:`acquire_first` that need no RPC: a decision,
+        or the dependencies left to ask breakerd about. Never blocks on it."""
         deps = list(dependencies)
         if not deps:
             raise InvalidArgumentError("dependencies: at least one is required")
@@ -358,15 +562,7 @@ class Client:
             )
         if self._sidecar.away:
             return self._failed_decision(remaining[0], away=True)
-        request = pb.AcquireFirstRequest(dependencies=remaining, attempt=attempt)
-        try:
-            resp = self._acquire_first_rpc(
-                request, timeout=self.decision_timeout, wait_for_ready=False
-            )
-        except grpc.RpcError as err:
-            return self._degraded(err, remaining[0])
-        self._sidecar.answered()
-        return self._decision(resp, resp.dependency or remaining[-1])
+        return remaining
 
     def report(
         self,
@@ -383,6 +579,11 @@ class Client:
         is counted in ``report_errors`` and logged once per change.
         """
         if not permit:
+            return
+        try:
+            self._check_open()
+        except RuntimeError:  # closed, or a forked child that cannot connect
+            self._count("report_errors")
             return
         if self._sidecar.away:
             self._count("report_errors")
@@ -428,28 +629,56 @@ class Client:
         return Guard(self, dependency, attempt)
 
     def guard_async(self, dependency: str, attempt: int = 0) -> AsyncGuard:
-        """:meth:`guard` for ``async with``; the RPCs run in a worker thread so
-        the event loop never blocks on breakerd."""
+        """:meth:`guard` for ``async with``. The event loop never blocks on
+        breakerd: decisions that need no RPC (local refusal, sidecar away)
+        are made at once, and RPCs run in the client's own worker threads
+        (never asyncio's default executor). A task cancelled while its
+        acquire is in flight reports the permit, once it arrives, as
+        CANCELLED."""
         return AsyncGuard(self, dependency, attempt)
 
     def guarded(self, dependency: str) -> Callable[[_F], _F]:
         """Decorator: every call of the function runs inside :meth:`guard`
-        (:meth:`guard_async` for a coroutine function)."""
+        (:meth:`guard_async` for a coroutine function).
+
+        Raises:
+            TypeError: for a generator or async generator function, whose
+                call only creates the generator: guard each call it makes
+                with ``with client.guard(...)`` / ``async with
+                client.guard_async(...)`` inside it instead.
+        """
 
         def decorate(fn: _F) -> _F:
+            if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+                if inspect.isasyncgenfunction(fn):
+                    kind, guard = "async generator", "async with client.guard_async"
+                else:
+                    kind, guard = "generator", "with client.guard"
+                raise TypeError(
+                    f"@guarded cannot guard the {kind} function {fn.__qualname__}: calling it "
+                    f"only creates the {kind}; use `{guard}({dependency!r})` around each "
+                    f"call inside it"
+                )
             if inspect.iscoroutinefunction(fn):
 
                 @functools.wraps(fn)
                 async def run_async(*args: Any, **kwargs: Any) -> Any:
-                    async with self.guard_async(dependency):
-                        return await fn(*args, **kwargs)
+                    guard = AsyncGuard(self, dependency, 0)
+                    await guard.__aenter__()
+                    return await guard._call_async(
+                        functools.partial(fn, *args, **kwargs), "@guarded on a plain function"
+                    )
 
                 return cast(_F, run_async)
 
             @functools.wraps(fn)
             def run(*args: Any, **kwargs: Any) -> Any:
-                with self.guard(dependency):
-                    return fn(*args, **kwargs)
+                guard = Guard(self, dependency, 0)
+                guard.__enter__()
+                return guard._call(
+                    functools.partial(fn, *args, **kwargs),
+                    "@guarded on an `async def` function, which it awaits",
+                )
 
             return cast(_F, run)
 
@@ -472,20 +701,67 @@ class Client:
         (chained to the last failure); an outcome not worth retrying (bad
         request, auth error, cancelled) or the last attempt re-raises the
         call's error.
+
+        Raises:
+            TypeError: ``fn`` is a coroutine function, or returned an
+                awaitable (closed unrun, its permit reported CANCELLED): use
+                :meth:`retry_async`.
         """
+        _refuse_coroutine_function(fn, "retry", "retry_async")
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         last_error: Optional[BaseException] = None
         for attempt in range(max_attempts):
             if attempt:
-                time.sleep(random.uniform(0, min(max_backoff, base * 2 ** (attempt - 1))))
+                time.sleep(_backoff(attempt, base, max_backoff))
             decision = self.acquire(dependency, attempt)
             if not decision.allowed:
                 raise BreakerOpenError(decision) from last_error
             guard = Guard(self, dependency, attempt)
             guard._admit(decision)
             try:
-                return guard._call(fn)
+                return guard._call(fn, "`await client.retry_async(...)`")
+            except _MismatchError:
+                raise
+            except Exception as exc:
+                assert guard.outcome is not None
+                if attempt + 1 == max_attempts or not guard.outcome.retryable:
+                    raise
+                last_error = exc
+        raise AssertionError("unreachable")
+
+    async def retry_async(
+        self,
+        dependency: str,
+        fn: Callable[[], Awaitable[_T]],
+        *,
+        max_attempts: int = 3,
+        base: float = 0.1,
+        max_backoff: float = 2.0,
+    ) -> _T:
+        """:meth:`retry` for an async ``fn`` (``await fn()`` is the call):
+        the same attempts, backoff (``asyncio.sleep``) and stopping rules;
+        the event loop never blocks on breakerd (see :meth:`guard_async`).
+
+        Raises:
+            TypeError: ``fn()`` returned something not awaitable: use
+                :meth:`retry`.
+        """
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        last_error: Optional[BaseException] = None
+        for attempt in range(max_attempts):
+            if attempt:
+                await asyncio.sleep(_backoff(attempt, base, max_backoff))
+            decision = await self._acquire_async(dependency, attempt)
+            if not decision.allowed:
+                raise BreakerOpenError(decision) from last_error
+            guard = AsyncGuard(self, dependency, attempt)
+            guard._admit(decision)
+            try:
+                return await guard._call_async(fn, "client.retry(...)")
+            except _MismatchError:
+                raise
             except Exception as exc:
                 assert guard.outcome is not None
                 if attempt + 1 == max_attempts or not guard.outcome.retryable:
@@ -498,7 +774,13 @@ class Client:
         breakerd grants (AcquireFirst), guarded. If that call fails, go on
         with the dependencies after it. Raises :class:`BreakerOpenError` when
         none is granted, or the last call's error when every granted one failed.
+
+        Raises:
+            TypeError: ``fn`` is a coroutine function, or returned an
+                awaitable (closed unrun, its permit reported CANCELLED): use
+                :meth:`first_async`.
         """
+        _refuse_coroutine_function(fn, "first", "first_async")
         remaining = list(dependencies)
         last_error: Optional[Exception] = None
         while remaining:
@@ -508,23 +790,117 @@ class Client:
             guard = Guard(self, decision.dependency, 0)
             guard._admit(decision)
             try:
-                return guard._call(fn, decision.dependency)
+                return guard._call(
+                    functools.partial(fn, decision.dependency), "`await client.first_async(...)`"
+                )
+            except _MismatchError:
+                raise
             except Exception as exc:
                 last_error = exc
-                granted = (
-                    remaining.index(decision.dependency)
-                    if decision.dependency in remaining
-                    else 0
-                )
-                remaining = remaining[granted + 1 :]
+                remaining = _after(remaining, decision.dependency)
         assert last_error is not None
         raise last_error
+
+    async def first_async(
+        self, dependencies: Sequence[str], fn: Callable[[str], Awaitable[_T]]
+    ) -> _T:
+        """:meth:`first` for an async ``fn`` (``await fn(dependency)`` is the
+        call); the event loop never blocks on breakerd.
+
+        Raises:
+            TypeError: ``fn(dependency)`` returned something not awaitable:
+                use :meth:`first`.
+        """
+        remaining = list(dependencies)
+        last_error: Optional[Exception] = None
+        while remaining:
+            decision = await self._acquire_first_async(remaining)
+            if not decision.allowed:
+                raise BreakerOpenError(decision) from last_error
+            guard = AsyncGuard(self, decision.dependency, 0)
+            guard._admit(decision)
+            try:
+                return await guard._call_async(
+                    functools.partial(fn, decision.dependency), "client.first(...)"
+                )
+            except _MismatchError:
+                raise
+            except Exception as exc:
+                last_error = exc
+                remaining = _after(remaining, decision.dependency)
+        assert last_error is not None
+        raise last_error
+
+    # -- the async path ----------------------------------------------------
+
+    async def _acquire_async(self, dependency: str, attempt: int) -> Decision:
+        """:meth:`acquire` for the event loop (see :meth:`guard_async`)."""
+        decision = self._decide_without_rpc(dependency, attempt)
+        if decision is not None:
+            return decision
+        return await self._decide_in_worker(self.acquire, dependency, attempt)
+
+    async def _acquire_first_async(self, dependencies: Sequence[str]) -> Decision:
+        """:meth:`acquire_first` for the event loop."""
+        first = self._decide_first_without_rpc(dependencies)
+        if isinstance(first, Decision):
+            return first
+        return await self._decide_in_worker(self.acquire_first, first, 0)
+
+    async def _decide_in_worker(
+        self, acquire: Callable[[Any, int], Decision], what: Any, attempt: int
+    ) -> Decision:
+        """Runs ``acquire(what, attempt)`` in a worker thread. If the task is
+        cancelled meanwhile, a permit granted anyway is reported CANCELLED
+        when it arrives, so none is lost (a lost probe permit would refuse
+        the dependency PROBE_IN_FLIGHT until its lease ends)."""
+        future = self._workers().submit(acquire, what, attempt)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            # Not started: cancelled with the task. Running or done: report.
+            future.add_done_callback(self._release_abandoned)
+            raise
+
+    def _release_abandoned(self, future: concurrent.futures.Future[Decision]) -> None:
+        """Done callback of an acquire whose task was cancelled: reports its
+        permit, if any, as CANCELLED, from a worker thread (this callback
+        may run on the event loop)."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        decision = future.result()
+        if not (decision.allowed and decision.permit):
+            return
+        release = functools.partial(
+            self.report, decision.dependency, decision.permit, OutcomeKind.CANCELLED
+        )
+        try:
+            self._workers().submit(release)
+        except RuntimeError:  # closed meanwhile: counted as a report error
+            release()
+
+    def _workers(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The async path's worker threads, started on first use.
+
+        Raises:
+            RuntimeError: the client is closed.
+        """
+        self._check_open()
+        with self._lock:
+            if self._closed.is_set():
+                raise RuntimeError("breakerd client is closed")
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=_ASYNC_WORKERS, thread_name_prefix="breakerd-async"
+                )
+            return self._executor
 
     # -- internals ---------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed.is_set():
             raise RuntimeError("breakerd client is closed")
+        self._in_this_process()
 
     def _classify(self, exc: BaseException) -> Outcome:
         if self._classifier is not None:
@@ -593,6 +969,7 @@ class Client:
         reconnecting = False
         while not self._closed.is_set():
             with self._lock:
+                self._park_while_forking()
                 if self._closed.is_set():
                     return
                 if reconnecting:
@@ -628,8 +1005,21 @@ class Client:
                 failures = 0
             failures += 1
             cap = min(self._backoff_max, self._backoff_first * 2 ** (failures - 1))
-            if self._closed.wait(random.uniform(0, cap)):
-                return
+            with self._lock:
+                if not self._forking:  # else reconnect at once after the fork
+                    self._watch_wake.wait_for(
+                        lambda: self._closed.is_set() or self._forking, random.uniform(0, cap)
+                    )
+
+    def _park_while_forking(self) -> None:
+        """In the Watch thread, outside grpc, until the fork is done.
+        REQUIRES: _lock held."""
+        if not self._forking:
+            return
+        self._watch_parked = True
+        self._watch_wake.notify_all()
+        self._watch_wake.wait_for(lambda: not self._forking or self._closed.is_set())
+        self._watch_parked = False
 
 
 class _GuardBase:
@@ -674,13 +1064,24 @@ class _GuardBase:
             raise BreakerOpenError(decision)
         self._started = time.monotonic()
 
-    def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run ``fn(*args)`` as the admitted call, report it, re-raise its error."""
+    def _call(self, fn: Callable[[], _T], instead: str) -> _T:
+        """Run ``fn()`` as the admitted call, report it, re-raise its error.
+        An awaitable result means the call was not made: it is closed unrun,
+        reported CANCELLED (neutral) and refused with a TypeError naming
+        ``instead``."""
         try:
-            result = fn(*args)
+            result = fn()
         except BaseException as exc:
             self._finish(exc)
             raise
+        if inspect.isawaitable(result):
+            _discard(result)
+            self._explicit = Outcome.CANCELLED
+            self._finish(None)
+            raise _MismatchError(
+                f"{_name(fn)} returned {type(result).__name__}, an awaitable, which was "
+                f"not run: use {instead}"
+            )
         self._finish(None)
         return result
 
@@ -726,10 +1127,7 @@ class AsyncGuard(_GuardBase):
 
     async def __aenter__(self) -> AsyncGuard:
         self._check_fresh()
-        decision = await asyncio.get_running_loop().run_in_executor(
-            None, self._client.acquire, self.dependency, self.attempt
-        )
-        self._admit(decision)
+        self._admit(await self._client._acquire_async(self.dependency, self.attempt))
         return self
 
     async def __aexit__(
@@ -738,7 +1136,81 @@ class AsyncGuard(_GuardBase):
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self._finish, exc)
+        await self._leave(exc)
+
+    async def _call_async(self, fn: Callable[[], Awaitable[_T]], instead: str) -> _T:
+        """:meth:`_call` for an async call: ``await fn()``. A result that is
+        not awaitable is reported CANCELLED and refused with a TypeError
+        naming ``instead``."""
+        try:
+            awaitable: object = fn()
+            if not inspect.isawaitable(awaitable):
+                raise _MismatchError(
+                    f"{_name(fn)} returned {type(awaitable).__name__}, not an awaitable: "
+                    f"use {instead}"
+                )
+            result = cast(_T, await awaitable)
+        except _MismatchError:
+            self._explicit = Outcome.CANCELLED
+            await self._leave(None)
+            raise
+        except BaseException as exc:
+            await self._leave(exc)
+            raise
+        await self._leave(None)
+        return result
+
+    async def _leave(self, exc: Optional[BaseException]) -> None:
+        """:meth:`_finish` for the event loop: at once when no RPC is needed,
+        else in a worker thread, shielded so that a cancellation while
+        reporting does not lose the report."""
+        if self.outcome is not None or self.decision is None:
+            return
+        if not self.decision.permit or self._client._sidecar.away:
+            self._finish(exc)  # sends nothing
+            return
+        try:
+            future = self._client._workers().submit(self._finish, exc)
+        except RuntimeError:  # closed: counted, nothing sent
+            self._finish(exc)
+            return
+        await asyncio.shield(asyncio.wrap_future(future))
+
+
+class _MismatchError(TypeError):
+    """A sync helper got an async call, or an async helper a sync one."""
+
+
+def _refuse_coroutine_function(fn: Callable[..., Any], helper: str, instead: str) -> None:
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(
+            f"{helper}() got the async function {_name(fn)}: calling it only creates a "
+            f"coroutine, which {helper}() would never run; use `await client.{instead}(...)`"
+        )
+
+
+def _discard(awaitable: Awaitable[Any]) -> None:
+    """Drops an awaitable that will not be awaited, without a 'never awaited' warning."""
+    if inspect.iscoroutine(awaitable):
+        awaitable.close()
+    elif isinstance(awaitable, asyncio.Future):
+        awaitable.cancel()
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    return str(getattr(target, "__qualname__", None) or repr(target))
+
+
+def _backoff(attempt: int, base: float, max_backoff: float) -> float:
+    """Full jitter before attempt ``attempt`` >= 1."""
+    return random.uniform(0, min(max_backoff, base * 2 ** (attempt - 1)))
+
+
+def _after(remaining: list[str], granted: str) -> list[str]:
+    """The fallback chain's candidates after ``granted`` failed."""
+    index = remaining.index(granted) if granted in remaining else 0
+    return remaining[index + 1 :]
 
 
 def _code(err: grpc.RpcError) -> Optional[grpc.StatusCode]:

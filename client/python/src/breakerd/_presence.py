@@ -7,6 +7,8 @@ import logging
 import threading
 from typing import Callable, Optional
 
+from ._changelog import ChangeLog
+
 _log = logging.getLogger("breakerd")
 
 
@@ -19,7 +21,8 @@ class SidecarPresence:
     a message); a late answer to an RPC sent before does not end it, so the
     next decisions do not wait on a sidecar that is still hung. While away,
     and only then, a daemon thread calls ``probe`` every ``interval``
-    seconds. Each change is logged once, never once per call.
+    seconds. Each change is logged once, never once per call, and at most
+    one line per 10 s (see :class:`ChangeLog`).
     """
 
     def __init__(
@@ -31,6 +34,7 @@ class SidecarPresence:
         fail_mode: str,
     ) -> None:
         # Constant after construction.
+        self._changes = ChangeLog()
         self._probe = probe
         self._interval = interval
         self._target = target
@@ -42,6 +46,10 @@ class SidecarPresence:
         self._episode: Optional[threading.Event] = None
         self._thread: Optional[threading.Thread] = None
         self._closed = False
+        # Held for each health check, and by pause() until resume(): a fork
+        # never copies a check in flight.
+        self._checking = threading.Lock()
+        self._paused = False  # pause() holds _checking; only the forking thread reads it
 
     @property
     def away(self) -> bool:
@@ -63,7 +71,9 @@ class SidecarPresence:
                     daemon=True,
                 )
                 self._thread.start()
-                _log.warning(
+                self._changes.change(
+                    "unreachable",
+                    logging.WARNING,
                     "breakerd at %s cannot answer (%s): failing %s with no RPC "
                     "until it answers a health check",
                     self._target,
@@ -71,7 +81,9 @@ class SidecarPresence:
                     self._fail_mode,
                 )
             elif not was_failing:
-                _log.warning(
+                self._changes.change(
+                    "unreachable",
+                    logging.WARNING,
                     "breakerd at %s cannot answer (%s): failing %s",
                     self._target,
                     detail,
@@ -86,7 +98,9 @@ class SidecarPresence:
             if self._episode is not None or not self._failing:
                 return
             self._failing = False
-            _log.info("breakerd at %s answers again", self._target)
+            self._changes.change(
+                "back", logging.INFO, "breakerd at %s answers again", self._target
+            )
 
     def back(self, episode: Optional[threading.Event] = None) -> None:
         """breakerd is reachable again (the Watch stream delivered a message,
@@ -100,7 +114,9 @@ class SidecarPresence:
             self._episode = None
             self._thread = None
             self._failing = False
-            _log.info("breakerd at %s answers again", self._target)
+            self._changes.change(
+                "back", logging.INFO, "breakerd at %s answers again", self._target
+            )
 
     def close(self, timeout: float) -> None:
         """Stops the probe thread (waiting at most ``timeout`` seconds for a
@@ -113,10 +129,22 @@ class SidecarPresence:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
+    def pause(self) -> None:
+        """Before a fork: waits for a health check in flight (bounded by its
+        deadline) and starts none until :meth:`resume`."""
+        self._paused = self._checking.acquire(timeout=5.0)
+
+    def resume(self) -> None:
+        """After a fork, in the parent: health checks may run again."""
+        if self._paused:
+            self._paused = False
+            self._checking.release()
+
     def _probe_until_back(self, episode: threading.Event) -> None:
         while not episode.wait(self._interval):
             try:
-                ok = self._probe()
+                with self._checking:
+                    ok = self._probe()
             except Exception:  # never let the thread die while away
                 _log.exception("breakerd health probe failed")
                 ok = False

@@ -6,9 +6,11 @@
 // unavailable marks it away, so that the calls after it decide at once
 // instead of each waiting out decision_timeout. While away, a background
 // thread sends the standard grpc.health.v1.Health/Check (service "") every
-// probe_interval; the first SERVING answer, or any message on the Watch
-// stream (MarkPresent), brings breakerd back. While present the thread waits
-// on a condition variable and sends nothing.
+// probe_interval, first resetting the channel's reconnect backoff if it is
+// in TRANSIENT_FAILURE (so each probe is a connection attempt), and waiting
+// for the connection within the check's deadline; the first SERVING answer,
+// or any message on the Watch stream (MarkPresent), brings breakerd back. While
+// present the thread waits on a condition variable and sends nothing.
 //
 // Thread-safety: thread-safe.
 #ifndef BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_INTERNAL_SIDECAR_PRESENCE_H_

@@ -25,7 +25,9 @@ import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -40,7 +42,8 @@ import java.util.concurrent.atomic.LongAdder;
  * try (BreakerdClient breakerd = BreakerdClient.builder().target("127.0.0.1:50051").build()) {
  *   String body = breakerd.call("payments/api", () -> fetch());   // guard
  *   try (Permit p = breakerd.acquire("search/api")) {               // by hand
- *     p.report(Outcome.fromHttpStatus(search().statusCode()));
+ *     HttpResponse<String> r = p.call(() -> search());   // an exception is reported by its class
+ *     p.report(Outcome.fromHttpStatus(r.statusCode()));
  *   }
  * }
  * }</pre>
@@ -55,7 +58,11 @@ import java.util.concurrent.atomic.LongAdder;
  * decision is {@link Decision.Source#FAIL_OPEN} (allowed, permit 0) or, with
  * {@link FailMode#CLOSED}, {@link Decision.Source#FAIL_CLOSED} (refused); the
  * client logs once when breakerd becomes unreachable and once when it is back
- * (logger {@code io.breakerd.client.BreakerdClient}, {@link System.Logger}).
+ * (logger {@code io.breakerd.client.BreakerdClient}, {@link System.Logger}), at
+ * most one line per 10 s of each, the next line counting the changes not logged
+ * meanwhile (so a flapping sidecar cannot flood the log). Acquire, AcquireFirst
+ * and Report do not heed the calling thread's interrupt flag (their deadline
+ * bounds them; the flag is kept), so a cancelled task still reports its permit.
  * Report errors never reach the caller: they are counted in {@link #stats()}.
  * INVALID_ARGUMENT from breakerd (e.g. a malformed dependency name) is a
  * programming error and is thrown as {@link IllegalArgumentException}.
@@ -90,7 +97,9 @@ public final class BreakerdClient implements AutoCloseable {
   private final long awayProbeIntervalNanos;
   private final FailMode failMode;
   private final ManagedChannel channel;
-  private final BreakerGrpc.BreakerBlockingStub stub;
+  private final BreakerGrpc.BreakerBlockingStub stub; // awaitReady only
+  /** Acquire, AcquireFirst and Report: answers awaited without regard to interrupts. */
+  private final BreakerGrpc.BreakerFutureStub decisions;
   private final HealthGrpc.HealthStub health;
   private final ScheduledExecutorService scheduler; // Watch reconnects and away probes
   private final WatchCache watch; // null when watch is off
@@ -105,9 +114,10 @@ public final class BreakerdClient implements AutoCloseable {
   private final AtomicBoolean away = new AtomicBoolean();
   /** A probe is scheduled or in flight (at most one chain of them runs). */
   private final AtomicBoolean probing = new AtomicBoolean();
-  /** "Did not answer" was logged and "back" was not yet. */
-  private final AtomicBoolean sidecarDown = new AtomicBoolean();
-  private final AtomicBoolean reportsFailing = new AtomicBoolean();
+  /** Wrong while breakerd did not answer and was not heard from since; rate-limited lines. */
+  private final ChangeLog sidecarLog;
+  /** Wrong while Reports fail; rate-limited lines. */
+  private final ChangeLog reportLog;
 
   private BreakerdClient(Builder b) {
     this.target = b.target != null ? b.target : defaultTarget();
@@ -116,15 +126,19 @@ public final class BreakerdClient implements AutoCloseable {
     this.failMode = b.failMode;
     this.channel = Grpc.newChannelBuilder(target, InsecureChannelCredentials.create()).build();
     this.stub = BreakerGrpc.newBlockingStub(channel);
+    // The answer only completes a future; the caller's thread does the rest.
+    this.decisions = BreakerGrpc.newFutureStub(channel).withExecutor(Runnable::run);
     this.health = HealthGrpc.newStub(channel);
     this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = new Thread(r, "breakerd-client");
       t.setDaemon(true);
       return t;
     });
+    this.sidecarLog = newChangeLog();
+    this.reportLog = newChangeLog();
     if (b.watch) {
       this.watch = new WatchCache(channel, scheduler, b.watchBackoffBase, b.watchBackoffMax,
-          watchReconnects, target, this::watchDelivered);
+          watchReconnects, target, this::watchDelivered, newChangeLog());
       watch.start();
     } else {
       this.watch = null;
@@ -212,6 +226,11 @@ public final class BreakerdClient implements AutoCloseable {
   /**
    * Guards {@code call}: acquire, run, report, return. A returned value is
    * reported as a success, an error by {@link Outcome#fromThrowable(Throwable)}.
+   * If the thread is interrupted by the time the permit is granted (a task
+   * cancelled during the Acquire), {@code call} is not run: the permit is
+   * reported CANCELLED and {@link InterruptedException} is thrown. An error
+   * that leaves the thread interrupted (the call was cancelled) is reported
+   * CANCELLED, whatever it is.
    *
    * @return what {@code call} returned
    * @throws BreakerOpenException if refused; {@code call} was not run
@@ -368,8 +387,8 @@ public final class BreakerdClient implements AutoCloseable {
     }
     AcquireResponse r;
     try {
-      r = deadlined().acquire(
-          AcquireRequest.newBuilder().setDependency(dependency).setAttempt(attempt).build());
+      r = answer(deadlined().acquire(
+          AcquireRequest.newBuilder().setDependency(dependency).setAttempt(attempt).build()));
     } catch (StatusRuntimeException e) {
       return unanswered(e, dependency);
     }
@@ -416,10 +435,10 @@ public final class BreakerdClient implements AutoCloseable {
     }
     AcquireFirstResponse r;
     try {
-      r = deadlined().acquireFirst(AcquireFirstRequest.newBuilder()
+      r = answer(deadlined().acquireFirst(AcquireFirstRequest.newBuilder()
           .addAllDependencies(candidates)
           .setAttempt(attempt)
-          .build());
+          .build()));
     } catch (StatusRuntimeException e) {
       return unanswered(e, candidates.get(0));
     }
@@ -463,22 +482,65 @@ public final class BreakerdClient implements AutoCloseable {
       req.setRetryAfter(Protos.duration(outcome.retryAfter()));
     }
     try {
-      deadlined().report(req.build());
-      if (reportsFailing.compareAndSet(true, false)) {
-        LOG.log(Level.INFO, "breakerd at {0} accepts Reports again", target);
+      answer(deadlined().report(req.build()));
+      if (reportLog.isWrong()) {
+        reportLog.right(Level.INFO, "breakerd at " + target + " accepts Reports again");
       }
     } catch (StatusRuntimeException e) {
       reportErrors.increment();
-      if (reportsFailing.compareAndSet(false, true)) {
-        LOG.log(Level.WARNING, "breakerd at {0} did not take a Report for {1}: {2}"
-            + " (counted in report_errors; logged once until Reports work again)",
-            target, decision.dependency(), Protos.describe(e.getStatus()));
+      if (!reportLog.isWrong()) {
+        reportLog.wrong(Level.WARNING, "breakerd at " + target + " did not take a Report for "
+            + decision.dependency() + ": " + Protos.describe(e.getStatus())
+            + " (counted in report_errors; logged again when Reports work again)");
       }
     }
   }
 
-  private BreakerGrpc.BreakerBlockingStub deadlined() {
-    return stub.withDeadlineAfter(timeoutNanos, TimeUnit.NANOSECONDS);
+  private BreakerGrpc.BreakerFutureStub deadlined() {
+    return decisions.withDeadlineAfter(timeoutNanos, TimeUnit.NANOSECONDS);
+  }
+
+  /**
+   * Waits for an RPC's answer without regard to the thread's interrupt flag,
+   * which is restored afterwards: an interrupted caller (e.g. a task cancelled
+   * with {@code Future.cancel(true)}) still gets its decision, and its permit
+   * is still reported. The RPC's deadline bounds the wait.
+   *
+   * @throws StatusRuntimeException when the RPC failed
+   */
+  private static <T> T answer(Future<T> rpc) {
+    boolean interrupted = Thread.interrupted();
+    try {
+      while (true) {
+        try {
+          return rpc.get();
+        } catch (InterruptedException e) {
+          interrupted = true;
+        } catch (ExecutionException e) {
+          if (e.getCause() instanceof StatusRuntimeException failed) {
+            throw failed;
+          }
+          throw Status.fromThrowable(e.getCause()).asRuntimeException();
+        }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /** A rate-limited log of one condition's changes, flushed on the client's thread. */
+  private ChangeLog newChangeLog() {
+    return new ChangeLog(ChangeLog.INTERVAL, System::nanoTime,
+        (task, delayNanos) -> {
+          try {
+            scheduler.schedule(task, delayNanos, TimeUnit.NANOSECONDS);
+          } catch (RejectedExecutionException closed) {
+            // the client is closed: the held-back line is dropped
+          }
+        },
+        (level, message) -> LOG.log(level, message));
   }
 
   /** After an answer from breakerd: clears "away" and logs "back" once. Cheap when present. */
@@ -495,8 +557,9 @@ public final class BreakerdClient implements AutoCloseable {
     if (away.get()) {
       away.set(false);
     }
-    if (sidecarDown.get() && sidecarDown.compareAndSet(true, false)) {
-      LOG.log(Level.INFO, "breakerd at {0} is back ({1}): decisions go to it again", target, how);
+    if (sidecarLog.isWrong()) {
+      sidecarLog.right(Level.INFO,
+          "breakerd at " + target + " is back (" + how + "): decisions go to it again");
     }
   }
 
@@ -509,14 +572,13 @@ public final class BreakerdClient implements AutoCloseable {
     String failing = failMode == FailMode.OPEN ? "open" : "closed";
     if ((code == Status.Code.DEADLINE_EXCEEDED || code == Status.Code.UNAVAILABLE)
         && away.compareAndSet(false, true)) {
-      sidecarDown.set(true);
-      LOG.log(Level.WARNING, "breakerd at {0} did not answer ({1}): away, failing {2} without"
-          + " RPCs until a health check or the Watch stream hears from it",
-          target, Protos.describe(status), failing);
+      sidecarLog.wrong(Level.WARNING, "breakerd at " + target + " did not answer ("
+          + Protos.describe(status) + "): away, failing " + failing
+          + " without RPCs until a health check or the Watch stream hears from it");
       startProbing();
-    } else if (sidecarDown.compareAndSet(false, true)) {
-      LOG.log(Level.WARNING, "breakerd at {0} did not answer ({1}): failing {2} until it does",
-          target, Protos.describe(status), failing);
+    } else if (!sidecarLog.isWrong()) {
+      sidecarLog.wrong(Level.WARNING, "breakerd at " + target + " did not answer ("
+          + Protos.describe(status) + "): failing " + failing + " until it does");
     }
     return failed(dependency);
   }
@@ -613,13 +675,24 @@ public final class BreakerdClient implements AutoCloseable {
     }
   }
 
+  /**
+   * Runs one guarded try and reports it. A thread interrupted by the time the
+   * permit is granted (e.g. cancelled during the Acquire) does not make the
+   * call: the permit is reported CANCELLED and the try ends with an
+   * {@link InterruptedException} (the flag cleared, as that exception means).
+   */
   private static <T> Attempt<T> run(
       Permit permit, Callable<T> call, Classifier<? super T> classifier) {
+    if (Thread.interrupted()) {
+      Outcome cancelled = Outcome.cancelled();
+      permit.report(cancelled);
+      return new Attempt<>(null, Permit.interruptedBeforeCall(permit), cancelled);
+    }
     T value;
     try {
       value = call.call();
     } catch (Throwable t) {
-      Outcome outcome = classifier.onError(t);
+      Outcome outcome = Permit.errorOutcome(classifier, t);
       permit.report(outcome);
       return new Attempt<>(null, t, outcome);
     }

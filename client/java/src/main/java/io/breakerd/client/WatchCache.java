@@ -26,8 +26,6 @@ import java.util.concurrent.atomic.LongAdder;
  * Thread-safe.
  */
 final class WatchCache {
-  private static final System.Logger LOG = System.getLogger(BreakerdClient.class.getName());
-
   /** The one mode that never refuses; any other (empty, from an older breakerd) enforces. */
   private static final String SHADOW = "shadow";
 
@@ -48,6 +46,7 @@ final class WatchCache {
   private final LongAdder reconnects;
   private final String target;
   private final Runnable onMessage; // after each message: breakerd is there
+  private final ChangeLog log; // "ended" / "back", rate limited
 
   private final Object lock = new Object();
   private ClientCallStreamObserver<WatchRequest> current; // guarded by lock
@@ -59,7 +58,8 @@ final class WatchCache {
   /**
    * A cache fed by a stream on {@code channel} once {@link #start()} is called;
    * reconnects are scheduled on {@code scheduler} and counted in
-   * {@code reconnects}; {@code onMessage} runs after every event received.
+   * {@code reconnects}; {@code onMessage} runs after every event received;
+   * "ended" and "back" go to {@code log}.
    */
   WatchCache(
       ManagedChannel channel,
@@ -68,7 +68,8 @@ final class WatchCache {
       Duration backoffMax,
       LongAdder reconnects,
       String target,
-      Runnable onMessage) {
+      Runnable onMessage,
+      ChangeLog log) {
     this.channel = channel;
     this.stub = BreakerGrpc.newStub(channel);
     this.scheduler = scheduler;
@@ -77,6 +78,7 @@ final class WatchCache {
     this.reconnects = reconnects;
     this.target = target;
     this.onMessage = onMessage;
+    this.log = log;
   }
 
   void start() {
@@ -165,9 +167,8 @@ final class WatchCache {
       if (up) {
         down = true;
         String why = error == null ? "completed" : Protos.describe(Status.fromThrowable(error));
-        LOG.log(Level.WARNING,
-            "breakerd Watch stream to {0} ended ({1}): local refusals off until it is back",
-            target, why);
+        log.wrong(Level.WARNING, "breakerd Watch stream to " + target + " ended (" + why
+            + "): local refusals off until it is back");
       }
       up = false;
       reconnects.increment();
@@ -203,7 +204,7 @@ final class WatchCache {
           failures = 0;
           if (down) {
             down = false;
-            LOG.log(Level.INFO, "breakerd Watch stream to {0} is back", target);
+            log.right(Level.INFO, "breakerd Watch stream to " + target + " is back");
           }
           up = true;
         }

@@ -26,7 +26,9 @@ class WatchCacheTest {
   void create() {
     channel = Grpc.newChannelBuilder("127.0.0.1:1", InsecureChannelCredentials.create()).build();
     cache = new WatchCache(channel, null, Duration.ofMillis(100), Duration.ofSeconds(5),
-        new LongAdder(), "127.0.0.1:1", () -> {});
+        new LongAdder(), "127.0.0.1:1", () -> {},
+        new ChangeLog(ChangeLog.INTERVAL, System::nanoTime, (task, delay) -> {},
+            (level, message) -> {}));
   }
 
   @AfterEach

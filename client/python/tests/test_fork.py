@@ -1,0 +1,64 @@
+"""Issue 14, defect 1: a Client made before a fork works in each child (its
+own channel and Watch stream, decisions from the sidecar, no stale local
+refusal), or, with grpc's fork support off, refuses clearly; never a hang
+or a crash. The pre-fork program runs in its own interpreter
+(forked_workers.py): grpc reads GRPC_ENABLE_FORK_SUPPORT when imported,
+and this test process has it off (conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Breakerd, unique
+
+SCRIPT = Path(__file__).resolve().parent / "forked_workers.py"
+WORKERS = 8
+
+
+def _run_workers(server: Breakerd, fork_support: str) -> tuple[dict[str, object], str]:
+    dep, forced = unique("fork/dep"), unique("fork/forced")
+    server.force_open(forced)  # before the fork: the master's Watch has it
+    env = dict(os.environ, GRPC_ENABLE_FORK_SUPPORT=fork_support)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), server.grpc_addr, dep, forced, str(WORKERS)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        ready = proc.stdout.readline()  # bounded: the script's processes have hard timeouts
+        assert ready.startswith("ready"), ready + proc.communicate(timeout=60)[1]
+        server.force_close(forced)  # after the fork: each child must see it
+        out, err = proc.communicate("go\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    result: dict[str, object] = json.loads(out.splitlines()[-1])
+    return result, err
+
+
+def test_children_forked_after_use_decide_with_the_sidecar_and_see_new_states(
+    breakerd: Breakerd,
+) -> None:
+    result, err = _run_workers(breakerd, "1")
+    assert result["children"] == [0] * WORKERS, err
+    assert result["said"] == "r" * WORKERS, err
+    assert result["master"] == ["SIDECAR", "SIDECAR"]
+
+
+def test_without_grpc_fork_support_children_refuse_clearly(breakerd: Breakerd) -> None:
+    result, err = _run_workers(breakerd, "false")
+    refused_clearly = 6  # forked_workers.REFUSED_CLEARLY
+    assert result["children"] == [refused_clearly] * WORKERS, err
+    assert err.count("GRPC_ENABLE_FORK_SUPPORT=1") == WORKERS
+    assert result["master"] == ["SIDECAR", "SIDECAR"]
+
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
