@@ -220,21 +220,14 @@ std::string DescribeShape(const YAML::Node& node) {
   }
 }
 
-// How a node looks, for "(got ...)". Quotes a scalar: only for values under
-// a known key (the file is a config, not a secret named by mistake).
+// How a node looks, for "(got ...)": its shape, and a scalar quoted (only
+// for values under a known key: the file is a config, not a secret named by
+// mistake).
 std::string Describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
-      return "nothing";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Scalar:
-      return absl::StrCat("\"", node.Scalar(), "\"");
-    default:
-      return "an undefined node";
+  if (node.Type() == YAML::NodeType::Scalar) {
+    return absl::StrCat("\"", node.Scalar(), "\"");
   }
+  return DescribeShape(node);
 }
 
 // A bound, printed the way a user would write it.
