@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <iostream>
 #include <thread>
 #include <utility>
@@ -15,7 +16,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "breakerd/internal/change_log.h"
+#include "breakerd/internal/clock.h"
 #include "breakerd/internal/proto_duration.h"
+#include "breakerd/internal/send_window.h"
 #include "breakerd/internal/sidecar_presence.h"
 #include "breakerd/internal/watch_cache.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
@@ -33,8 +37,19 @@ constexpr char kDefaultTarget[] = "127.0.0.1:50051";
 // Status payloads carrying a refusal (see IsBreakerOpen).
 constexpr char kRefusalPayload[] = "type.breakerd.io/breakerd.client.Refusal";
 constexpr char kSourcePayload[] = "type.breakerd.io/breakerd.client.Source";
+// Status payload carrying the outcome to report (see Classified): a
+// ReportRequest with only its outcome fields set.
+constexpr char kOutcomePayload[] = "type.breakerd.io/breakerd.client.Outcome";
+// The message of the error every call returns once the client is closed.
+constexpr char kClosedMessage[] = "breakerd client is closed";
 // breakerd's Watch marks the headers of a subscribed stream with this.
 constexpr char kWatchSubscribedHeader[] = "breakerd-watch-subscribed";
+// How long an Acquire or AcquireFirst RPC stays open after its caller
+// stopped waiting for it (decision_timeout), so that a permit breakerd
+// grants meanwhile is reported OUTCOME_CANCELLED instead of leaked (a lost
+// probe permit would refuse the dependency PROBE_IN_FLIGHT for its whole
+// lease). The Node client's LATE_ANSWER_MS.
+constexpr absl::Duration kLateAnswer = absl::Seconds(1);
 
 // Monotonic time, for cooldown ends and latencies.
 absl::Duration MonoNow() {
@@ -61,12 +76,59 @@ absl::Status FromGrpc(const grpc::Status& s) {
                       s.error_message());
 }
 
-// "DEADLINE_EXCEEDED: too slow".
-std::string Describe(const grpc::Status& s) {
-  return absl::StrCat(
-      absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())),
-      ": ", s.error_message());
+absl::Status ClosedError() {
+  return absl::FailedPreconditionError(kClosedMessage);
 }
+
+// "DEADLINE_EXCEEDED: too slow".
+std::string Describe(const absl::Status& s) {
+  return absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message());
+}
+std::string Describe(const grpc::Status& s) { return Describe(FromGrpc(s)); }
+
+// One Acquire or AcquireFirst RPC, shared by its caller, who waits for the
+// answer at most decision_timeout, and its callback, which handles an
+// answer that comes later (Client::Impl::Decide).
+template <typename Request, typename Response>
+struct DecisionCall {
+  grpc::ClientContext ctx;
+  Request request;
+  // Written by gRPC before the callback; read by the caller once `done`,
+  // or by the callback once `abandoned`.
+  Response response;
+
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  // The caller stopped waiting: the answer is the callback's to handle.
+  bool abandoned ABSL_GUARDED_BY(mu) = false;
+  grpc::Status status ABSL_GUARDED_BY(mu);
+};
+using AcquireCall = DecisionCall<v1::AcquireRequest, v1::AcquireResponse>;
+using AcquireFirstCall =
+    DecisionCall<v1::AcquireFirstRequest, v1::AcquireFirstResponse>;
+
+// The dependency a permit is for.
+std::string GrantedDependency(const v1::AcquireRequest& request,
+                              const v1::AcquireResponse&) {
+  return request.dependency();
+}
+std::string GrantedDependency(const v1::AcquireFirstRequest&,
+                              const v1::AcquireFirstResponse& response) {
+  return response.dependency();
+}
+
+// Gives back a place in the send window when the RPC is done.
+class WindowPlace {
+ public:
+  explicit WindowPlace(internal::SendWindow* window) : window_(window) {}
+  ~WindowPlace() { window_->Leave(); }
+
+  WindowPlace(const WindowPlace&) = delete;
+  WindowPlace& operator=(const WindowPlace&) = delete;
+
+ private:
+  internal::SendWindow* const window_;
+};
 
 // The Acquire errors that say breakerd is hung, throttled or gone (rather
 // than answering with an error): the sidecar is away.
@@ -170,7 +232,31 @@ Outcome Outcome::FromGrpcCode(grpc::StatusCode code) {
 }
 
 Outcome Outcome::FromStatus(const absl::Status& status) {
+  if (auto payload = status.GetPayload(kOutcomePayload); payload.has_value()) {
+    v1::ReportRequest attached;
+    if (attached.ParseFromString(std::string(*payload))) {
+      Outcome o;
+      o.outcome = attached.outcome();
+      o.http_status = attached.http_status();
+      if (attached.has_grpc_code()) o.grpc_code = attached.grpc_code();
+      o.retry_after = FromProto(attached.retry_after());
+      return o;
+    }
+  }
   return FromGrpcCode(static_cast<grpc::StatusCode>(status.code()));
+}
+
+absl::Status Classified(absl::Status status, const Outcome& outcome) {
+  if (status.ok()) return status;
+  v1::ReportRequest attached;
+  attached.set_outcome(outcome.outcome);
+  attached.set_http_status(outcome.http_status);
+  if (outcome.grpc_code.has_value()) attached.set_grpc_code(*outcome.grpc_code);
+  if (outcome.retry_after > absl::ZeroDuration()) {
+    ToProto(outcome.retry_after, attached.mutable_retry_after());
+  }
+  status.SetPayload(kOutcomePayload, absl::Cord(attached.SerializeAsString()));
+  return status;
 }
 
 bool Outcome::Retryable() const {
@@ -214,26 +300,48 @@ class Client::Impl {
  public:
   // REQUIRES: options validated by Client::Create.
   explicit Impl(ClientOptions options)
-      : options_(WithDefaultLog(std::move(options))),
+      : options_(WithDefaults(std::move(options))),
         channel_(options_.channel != nullptr
                      ? options_.channel
                      : grpc::CreateCustomChannel(
                            options_.target, grpc::InsecureChannelCredentials(),
                            ClientChannelArguments())),
         stub_(v1::Breaker::NewStub(channel_)),
-        presence_(PresenceOptions(options_, channel_)) {
+        presence_log_(options_.log, &clock_, &timer_),
+        acquire_log_(options_.log, &clock_, &timer_),
+        report_log_(options_.log, &clock_, &timer_),
+        presence_(PresenceOptions(options_, channel_, &presence_log_)) {
     channel_->GetState(/*try_to_connect=*/true);
     if (options_.watch) watch_thread_ = std::thread([this] { WatchLoop(); });
   }
 
-  ~Impl() {
+  ~Impl() { Close(); }
+
+  // See Client::Close.
+  void Close() {
+    if (closed_.exchange(true)) return;
+    // Refuses the callers waiting for a place (but late permits going back).
+    window_.Close();
+    // The decision RPCs still open end (at most decision_timeout +
+    // kLateAnswer after they were sent), and the late permits they brought
+    // are reported, before anything they use goes.
+    {
+      absl::MutexLock lock(&calls_->mu);
+      calls_->mu.Await(absl::Condition(&CallsInFlight::None, calls_.get()));
+    }
+    StopLatePermits();
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
       if (watch_context_ != nullptr) watch_context_->TryCancel();
     }
     if (watch_thread_.joinable()) watch_thread_.join();
+    presence_.Stop();
+    // Drops a held-back log line; the logs are destroyed after this.
+    timer_.Stop();
   }
+
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
 
   // A local refusal for `dependency` if the Watch cache knows it is open
   // (and enforced), counted.
@@ -241,8 +349,9 @@ class Client::Impl {
     if (!options_.watch) return std::nullopt;
     std::optional<Decision> d;
     {
-      absl::MutexLock lock(&mu_);
-      d = cache_.Refusal(dependency, MonoNow());
+      // Shared: every decision reads the cache.
+      absl::ReaderMutexLock lock(&mu_);
+      d = cache_.Refusal(dependency, clock_.Now());
     }
     if (d.has_value()) {
       local_rejections_.fetch_add(1, std::memory_order_relaxed);
@@ -254,57 +363,165 @@ class Client::Impl {
   // nullopt while it is present.
   std::optional<Decision> AwayDecision(absl::string_view dependency) {
     if (!presence_.away()) return std::nullopt;
+    return NoRpcDecision(dependency);
+  }
+
+  // The decision for a caller that did not send its RPC because breakerd is
+  // away (also: marked away while the caller waited for the window),
+  // counted in away_decisions.
+  Decision NoRpcDecision(absl::string_view dependency) {
     away_decisions_.fetch_add(1, std::memory_order_relaxed);
     return FailDecision(std::string(dependency));
   }
 
-  // The decision for an RPC that failed with `status` (not
-  // INVALID_ARGUMENT): fail open or closed, counted; breakerd is away if the
-  // status says so, else the error is logged on change.
-  Decision TroubleDecision(std::string dependency, const grpc::Status& status) {
-    if (MeansAway(status)) {
+  // The decision for an RPC sent at `sent_at` (clock_.Now()) that failed with
+  // `status` (not INVALID_ARGUMENT): fail open or closed, counted. Breakerd
+  // is away if the status says so (and the callers waiting for the window
+  // decide at once), unless it was only late: a DEADLINE_EXCEEDED while
+  // breakerd answered another RPC sent by this client (a burst on a loaded
+  // machine, not a hung sidecar). Other errors, and lateness, are logged on
+  // change.
+  Decision TroubleDecision(std::string dependency, const grpc::Status& status,
+                           absl::Duration sent_at) {
+    const bool late =
+        status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+        AnsweredSince(sent_at);
+    if (MeansAway(status) && !late) {
       presence_.MarkAway(status);
-    } else if (!sidecar_erroring_.exchange(true)) {
-      options_.log(absl::StrCat("breakerd at ", options_.target,
-                                " answered Acquire with ", Describe(status),
-                                "; ", FailModeName(options_.fail_mode)));
+      window_.Flush();
+    } else if (!acquire_log_.wrong()) {
+      acquire_log_.Wrong(absl::StrCat(
+          "breakerd at ", options_.target, " answered Acquire with ",
+          Describe(status),
+          late ? " (late: it answered other calls meanwhile, so it is not "
+                 "marked away)"
+               : "",
+          "; ", FailModeName(options_.fail_mode)));
     }
     return FailDecision(std::move(dependency));
   }
 
+  // Acquire or AcquireFirst answered in time (a decision or
+  // INVALID_ARGUMENT; the answer is noted by Decide's callback).
   void SidecarAnswered() {
-    if (sidecar_erroring_.exchange(false)) {
-      options_.log(absl::StrCat("breakerd at ", options_.target,
-                                " answers Acquire again"));
+    if (acquire_log_.wrong()) {
+      acquire_log_.Right(absl::StrCat("breakerd at ", options_.target,
+                                      " answers Acquire again"));
     }
   }
 
   bool SidecarAway() const { return presence_.away(); }
 
-  void SetDeadline(grpc::ClientContext* ctx) const {
-    ctx->set_deadline(std::chrono::system_clock::now() +
-                      absl::ToChronoNanoseconds(options_.decision_timeout));
+  // Sends `call->request` and waits for the answer at most
+  // decision_timeout: returns the RPC's status (the answer in
+  // call->response), or DEADLINE_EXCEEDED once the caller stops waiting.
+  // *sent_at: when it was sent (clock_.Now()). The RPC stays open kLateAnswer
+  // longer: an answer then is noted (AnsweredSince), and a permit in it is
+  // reported OUTCOME_CANCELLED (ReturnLatePermit).
+  // REQUIRES: the caller holds a place in the window.
+  grpc::Status Decide(const std::shared_ptr<AcquireCall>& call,
+                      absl::Duration* sent_at) {
+    return Decide(call, sent_at, [this](auto&&... args) {
+      stub_->async()->Acquire(std::forward<decltype(args)>(args)...);
+    });
+  }
+  grpc::Status Decide(const std::shared_ptr<AcquireFirstCall>& call,
+                      absl::Duration* sent_at) {
+    return Decide(call, sent_at, [this](auto&&... args) {
+      stub_->async()->AcquireFirst(std::forward<decltype(args)>(args)...);
+    });
   }
 
-  v1::Breaker::Stub* stub() { return stub_.get(); }
-  std::shared_ptr<grpc::Channel> channel() { return channel_; }
+  // Sends a Report (see Client::Report). A `late` one returns a permit that
+  // came after its caller stopped waiting: it is sent even while breakerd
+  // is away or the client closing (lane kLatePermit), with a deadline
+  // kLateAnswer longer than decision_timeout (no caller waits for it).
+  absl::StatusOr<v1::ReportResponse> SendReport(absl::string_view dependency,
+                                                uint64_t permit,
+                                                const Outcome& outcome,
+                                                absl::Duration latency,
+                                                bool late) {
+    if (!late && closed()) {
+      CountClosedReport();
+      return ClosedError();
+    }
+    const absl::Status away =
+        absl::UnavailableError("breakerd away: Report not sent");
+    if (!late && SidecarAway()) {
+      CountReport(away);
+      return away;
+    }
+    v1::ReportRequest request;
+    request.set_dependency(std::string(dependency));
+    request.set_permit(permit);
+    request.set_outcome(outcome.outcome);
+    request.set_http_status(outcome.http_status);
+    if (outcome.grpc_code.has_value()) {
+      request.set_grpc_code(*outcome.grpc_code);
+    }
+    ToProto(std::max(latency, absl::ZeroDuration()), request.mutable_latency());
+    if (outcome.retry_after > absl::ZeroDuration()) {
+      ToProto(outcome.retry_after, request.mutable_retry_after());
+    }
+    switch (window_.Enter(late ? internal::SendWindow::Lane::kLatePermit
+                               : internal::SendWindow::Lane::kReport)) {
+      case internal::SendWindow::Entry::kClosed:
+        CountClosedReport();
+        return ClosedError();
+      case internal::SendWindow::Entry::kFlushed:
+        CountReport(away);
+        return away;
+      case internal::SendWindow::Entry::kEntered:
+        break;
+    }
+    v1::ReportResponse response;
+    absl::Status status;
+    {
+      WindowPlace place(&window_);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       absl::ToChronoNanoseconds(
+                           options_.decision_timeout +
+                           (late ? kLateAnswer : absl::ZeroDuration())));
+      status = FromGrpc(stub_->Report(&ctx, request, &response));
+    }
+    CountReport(status);
+    if (!status.ok()) return status;
+    return response;
+  }
 
-  void CountReport(const grpc::Status& status) {
+  std::shared_ptr<grpc::Channel> channel() { return channel_; }
+  internal::SendWindow* window() { return &window_; }
+
+  // The outcome to report for a guarded call's status.
+  // REQUIRES: the caller handles an exception from the classifier.
+  Outcome Classify(const absl::Status& status) const {
+    return options_.classifier ? options_.classifier(status)
+                               : Outcome::FromStatus(status);
+  }
+
+  // Counts a Report that was not sent because the client is closed.
+  void CountClosedReport() {
+    report_errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void CountReport(const absl::Status& status) {
     if (status.ok()) {
-      if (report_failing_.exchange(false)) {
-        options_.log("Reports reach breakerd again");
+      NoteAnswer();
+      if (report_log_.wrong()) {
+        report_log_.Right("Reports reach breakerd again");
       }
       return;
     }
     report_errors_.fetch_add(1, std::memory_order_relaxed);
-    if (!report_failing_.exchange(true)) {
-      options_.log(absl::StrCat("Report failed (", Describe(status),
-                                "); counted in report_errors"));
+    if (!report_log_.wrong()) {
+      report_log_.Wrong(absl::StrCat("Report failed (", Describe(status),
+                                     "); counted in report_errors"));
     }
   }
 
   std::optional<v1::State> CachedState(absl::string_view dependency) const {
-    absl::MutexLock lock(&mu_);
+    absl::ReaderMutexLock lock(&mu_);
     return cache_.State(dependency);
   }
 
@@ -331,7 +548,7 @@ class Client::Impl {
   }
 
  private:
-  static ClientOptions WithDefaultLog(ClientOptions options) {
+  static ClientOptions WithDefaults(ClientOptions options) {
     if (!options.log) {
       options.log = [](absl::string_view line) {
         std::cerr << "breakerd client: " << line << std::endl;
@@ -341,15 +558,154 @@ class Client::Impl {
   }
 
   static internal::SidecarPresence::Options PresenceOptions(
-      const ClientOptions& options, std::shared_ptr<grpc::Channel> channel) {
+      const ClientOptions& options, std::shared_ptr<grpc::Channel> channel,
+      internal::ChangeLog* log) {
     internal::SidecarPresence::Options p;
     p.channel = std::move(channel);
     p.probe_timeout = options.decision_timeout;
     p.probe_interval = options.away_probe_interval;
     p.target = options.target;
     p.while_away = std::string(FailModeName(options.fail_mode));
-    p.log = options.log;
+    p.log = log;
     return p;
+  }
+
+  // The RPCs started by Decide whose callback has not returned. Shared with
+  // the callbacks, so that its mutex outlives the Impl (Close waits for
+  // none).
+  struct CallsInFlight {
+    static bool None(CallsInFlight* calls)
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(calls->mu) {
+      return calls->count == 0;
+    }
+    absl::Mutex mu;
+    int count ABSL_GUARDED_BY(mu) = 0;
+  };
+
+  // A permit that came after its caller stopped waiting: to be reported
+  // OUTCOME_CANCELLED.
+  struct LatePermit {
+    std::string dependency;
+    uint64_t permit = 0;
+  };
+
+  // See the public Decide; `start` starts the RPC with the stub's callback
+  // API.
+  template <typename Call, typename Start>
+  grpc::Status Decide(const std::shared_ptr<Call>& call,
+                      absl::Duration* sent_at, Start start) {
+    {
+      absl::MutexLock lock(&calls_->mu);
+      ++calls_->count;
+    }
+    call->ctx.set_deadline(
+        std::chrono::system_clock::now() +
+        absl::ToChronoNanoseconds(options_.decision_timeout + kLateAnswer));
+    *sent_at = clock_.Now();
+    start(&call->ctx, &call->request, &call->response,
+          [this, call, calls = calls_](grpc::Status status) {
+            OnDecisionAnswer(*call, std::move(status));
+            // The last use of the Impl, which Close waits for.
+            absl::MutexLock lock(&calls->mu);
+            --calls->count;
+          });
+    absl::MutexLock lock(&call->mu);
+    if (!call->mu.AwaitWithTimeout(absl::Condition(&call->done),
+                                   options_.decision_timeout)) {
+      call->abandoned = true;
+      return grpc::Status(
+          grpc::StatusCode::DEADLINE_EXCEEDED,
+          absl::StrCat("no answer within ",
+                       absl::FormatDuration(options_.decision_timeout),
+                       " of sending"));
+    }
+    return call->status;
+  }
+
+  // A decision RPC ended with `status`: the answer is noted, and handed to
+  // the caller waiting; if the caller no longer waits, a permit in it goes
+  // back to breakerd. In time, nothing of the Impl is used once the caller
+  // is released.
+  template <typename Call>
+  void OnDecisionAnswer(Call& call, grpc::Status status) {
+    if (status.ok() ||
+        status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      NoteAnswer();
+    }
+    bool late = false;
+    {
+      absl::MutexLock lock(&call.mu);
+      late = call.abandoned;
+      call.status = status;
+      call.done = true;
+    }
+    if (late && status.ok() && call.response.allowed() &&
+        call.response.permit() != 0) {
+      ReturnLatePermit(GrantedDependency(call.request, call.response),
+                       call.response.permit());
+    }
+  }
+
+  // Queues a late permit for the late-permit thread (started with the
+  // first), which reports it OUTCOME_CANCELLED.
+  void ReturnLatePermit(std::string dependency, uint64_t permit) {
+    absl::MutexLock lock(&late_mu_);
+    if (late_stopping_) {
+      // Close is past waiting for the RPCs (an Acquire started after it):
+      // too late to report.
+      report_errors_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    late_permits_.push_back({std::move(dependency), permit});
+    late_cv_.Signal();
+    if (!late_thread_.joinable()) {
+      late_thread_ = std::thread([this] { LatePermitLoop(); });
+    }
+  }
+
+  // Reports the late permits, one at a time, until stopped with none left.
+  void LatePermitLoop() {
+    while (true) {
+      LatePermit late;
+      {
+        absl::MutexLock lock(&late_mu_);
+        while (late_permits_.empty() && !late_stopping_) {
+          late_cv_.Wait(&late_mu_);
+        }
+        if (late_permits_.empty()) return;
+        late = std::move(late_permits_.front());
+        late_permits_.pop_front();
+      }
+      // The call was never made: no latency.
+      SendReport(late.dependency, late.permit,
+                 Outcome::Of(v1::OUTCOME_CANCELLED), absl::ZeroDuration(),
+                 /*late=*/true)
+          .IgnoreError();
+    }
+  }
+
+  // Reports the late permits queued and joins the late-permit thread.
+  void StopLatePermits() {
+    std::thread thread;
+    {
+      absl::MutexLock lock(&late_mu_);
+      late_stopping_ = true;
+      late_cv_.SignalAll();
+      thread = std::move(late_thread_);
+    }
+    if (thread.joinable()) thread.join();
+  }
+
+  // An Acquire, AcquireFirst or Report RPC was answered.
+  void NoteAnswer() {
+    last_answer_ns_.store(absl::ToInt64Nanoseconds(clock_.Now()),
+                          std::memory_order_relaxed);
+  }
+
+  // Whether an RPC was answered after `sent_at` (a clock_.Now()).
+  bool AnsweredSince(absl::Duration sent_at) const {
+    return last_answer_ns_.load(std::memory_order_relaxed) >
+           absl::ToInt64Nanoseconds(sent_at);
   }
 
   // Fail open or closed, counted.
@@ -394,7 +750,7 @@ class Client::Impl {
         {
           absl::MutexLock lock(&mu_);
           watch_connected_ = live = true;
-          cache_.Apply(change, MonoNow());
+          cache_.Apply(change, clock_.Now());
         }
         presence_.MarkPresent("Watch stream");
       }
@@ -421,11 +777,31 @@ class Client::Impl {
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::Breaker::Stub> stub_;
 
+  internal::SteadyClock clock_;
+  // Writes the lines the logs hold back; stopped by Close, before the logs
+  // go.
+  internal::ThreadTimer timer_;
+  // The three kinds of line, each rate limited on its own: breakerd away /
+  // back, Acquire answered with another error / again, Reports failing /
+  // again.
+  internal::ChangeLog presence_log_;
+  internal::ChangeLog acquire_log_;
+  internal::ChangeLog report_log_;
+  internal::SendWindow window_;
   internal::SidecarPresence presence_;
 
-  // Acquire answered with an error that does not mean away (logged once).
-  std::atomic<bool> sidecar_erroring_{false};
-  std::atomic<bool> report_failing_{false};
+  std::atomic<bool> closed_{false};
+  const std::shared_ptr<CallsInFlight> calls_ =
+      std::make_shared<CallsInFlight>();
+
+  absl::Mutex late_mu_;
+  absl::CondVar late_cv_;
+  std::deque<LatePermit> late_permits_ ABSL_GUARDED_BY(late_mu_);
+  bool late_stopping_ ABSL_GUARDED_BY(late_mu_) = false;
+  std::thread late_thread_ ABSL_GUARDED_BY(late_mu_);
+  // When the latest Acquire, AcquireFirst or Report was answered, in
+  // nanoseconds of clock_ (0: none yet).
+  std::atomic<int64_t> last_answer_ns_{0};
   std::atomic<uint64_t> fail_open_{0};
   std::atomic<uint64_t> fail_closed_{0};
   std::atomic<uint64_t> local_rejections_{0};
@@ -514,39 +890,54 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
+void Client::Close() { impl_->Close(); }
+
 absl::StatusOr<Permit> Client::Acquire(absl::string_view dependency,
                                        uint32_t attempt) {
+  if (impl_->closed()) return ClosedError();
   if (std::optional<Decision> d = impl_->LocalRefusal(dependency)) {
     return Permit(this, std::move(*d));
   }
   if (std::optional<Decision> d = impl_->AwayDecision(dependency)) {
     return Permit(this, std::move(*d));
   }
-  v1::AcquireRequest request;
-  request.set_dependency(std::string(dependency));
-  request.set_attempt(attempt);
-  v1::AcquireResponse response;
-  grpc::ClientContext ctx;
-  impl_->SetDeadline(&ctx);
-  const grpc::Status status = impl_->stub()->Acquire(&ctx, request, &response);
+  switch (impl_->window()->Enter(internal::SendWindow::Lane::kDecision)) {
+    case internal::SendWindow::Entry::kClosed:
+      return ClosedError();
+    case internal::SendWindow::Entry::kFlushed:
+      return Permit(this, impl_->NoRpcDecision(dependency));
+    case internal::SendWindow::Entry::kEntered:
+      break;
+  }
+  auto call = std::make_shared<AcquireCall>();
+  call->request.set_dependency(std::string(dependency));
+  call->request.set_attempt(attempt);
+  // The place is given back on return: after a timeout has marked breakerd
+  // away, so that no caller waiting for it sends an RPC meanwhile.
+  WindowPlace place(impl_->window());
+  absl::Duration sent_at;
+  const grpc::Status status = impl_->Decide(call, &sent_at);
   if (status.ok()) {
     impl_->SidecarAnswered();
-    return Permit(this, DecisionFrom(response, std::string(dependency)));
+    return Permit(this, DecisionFrom(call->response, std::string(dependency)));
   }
   if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
     impl_->SidecarAnswered();
     return FromGrpc(status);
   }
-  return Permit(this, impl_->TroubleDecision(std::string(dependency), status));
+  return Permit(
+      this, impl_->TroubleDecision(std::string(dependency), status, sent_at));
 }
 
 absl::StatusOr<Permit> Client::AcquireFirst(
     const std::vector<std::string>& dependencies, uint32_t attempt) {
+  if (impl_->closed()) return ClosedError();
   if (dependencies.empty()) {
     return absl::InvalidArgumentError(
         "dependencies: name at least one dependency");
   }
-  v1::AcquireFirstRequest request;
+  auto call = std::make_shared<AcquireFirstCall>();
+  v1::AcquireFirstRequest& request = call->request;
   request.set_attempt(attempt);
   std::optional<Decision> first_refusal;
   for (const std::string& dependency : dependencies) {
@@ -565,12 +956,21 @@ absl::StatusOr<Permit> Client::AcquireFirst(
           impl_->AwayDecision(request.dependencies(0))) {
     return Permit(this, std::move(*d));
   }
-  v1::AcquireFirstResponse response;
-  grpc::ClientContext ctx;
-  impl_->SetDeadline(&ctx);
-  const grpc::Status status =
-      impl_->stub()->AcquireFirst(&ctx, request, &response);
+  switch (impl_->window()->Enter(internal::SendWindow::Lane::kDecision)) {
+    case internal::SendWindow::Entry::kClosed:
+      return ClosedError();
+    case internal::SendWindow::Entry::kFlushed:
+      return Permit(this, impl_->NoRpcDecision(request.dependencies(0)));
+    case internal::SendWindow::Entry::kEntered:
+      break;
+  }
+  // The place is given back on return: after a timeout has marked breakerd
+  // away, so that no caller waiting for it sends an RPC meanwhile.
+  WindowPlace place(impl_->window());
+  absl::Duration sent_at;
+  const grpc::Status status = impl_->Decide(call, &sent_at);
   if (status.ok()) {
+    const v1::AcquireFirstResponse& response = call->response;
     impl_->SidecarAnswered();
     return Permit(this, DecisionFrom(response, response.dependency()));
   }
@@ -578,36 +978,38 @@ absl::StatusOr<Permit> Client::AcquireFirst(
     impl_->SidecarAnswered();
     return FromGrpc(status);
   }
-  return Permit(this, impl_->TroubleDecision(request.dependencies(0), status));
+  return Permit(
+      this, impl_->TroubleDecision(request.dependencies(0), status, sent_at));
 }
 
 absl::StatusOr<v1::ReportResponse> Client::Report(absl::string_view dependency,
                                                   uint64_t permit,
                                                   const Outcome& outcome,
                                                   absl::Duration latency) {
-  if (impl_->SidecarAway()) {
-    const grpc::Status not_sent(grpc::StatusCode::UNAVAILABLE,
-                                "breakerd away: Report not sent");
-    impl_->CountReport(not_sent);
-    return FromGrpc(not_sent);
+  return impl_->SendReport(dependency, permit, outcome, latency,
+                           /*late=*/false);
+}
+
+absl::Status Client::RunGranted(Permit& permit,
+                                absl::FunctionRef<absl::Status()> fn,
+                                Outcome* outcome) {
+  absl::Status result;
+  try {
+    result = fn();
+  } catch (...) {
+    // Anything raised by the call is a server error (client/README.md,
+    // "Outcome helpers").
+    permit.Report(Outcome::Of(v1::OUTCOME_SERVER_ERROR)).IgnoreError();
+    throw;
   }
-  v1::ReportRequest request;
-  request.set_dependency(std::string(dependency));
-  request.set_permit(permit);
-  request.set_outcome(outcome.outcome);
-  request.set_http_status(outcome.http_status);
-  if (outcome.grpc_code.has_value()) request.set_grpc_code(*outcome.grpc_code);
-  ToProto(std::max(latency, absl::ZeroDuration()), request.mutable_latency());
-  if (outcome.retry_after > absl::ZeroDuration()) {
-    ToProto(outcome.retry_after, request.mutable_retry_after());
+  try {
+    *outcome = impl_->Classify(result);
+  } catch (...) {
+    permit.Report(Outcome::FromStatus(result)).IgnoreError();
+    throw;
   }
-  v1::ReportResponse response;
-  grpc::ClientContext ctx;
-  impl_->SetDeadline(&ctx);
-  const grpc::Status status = impl_->stub()->Report(&ctx, request, &response);
-  impl_->CountReport(status);
-  if (!status.ok()) return FromGrpc(status);
-  return response;
+  permit.Report(*outcome).IgnoreError();
+  return result;
 }
 
 absl::Status Client::Do(absl::string_view dependency,
@@ -616,9 +1018,8 @@ absl::Status Client::Do(absl::string_view dependency,
   absl::StatusOr<Permit> permit = Acquire(dependency, attempt);
   if (!permit.ok()) return permit.status();
   if (!permit->allowed()) return RefusedStatus(permit->decision());
-  absl::Status result = fn();
-  permit->Report(Outcome::FromStatus(result)).IgnoreError();
-  return result;
+  Outcome outcome;
+  return RunGranted(*permit, fn, &outcome);
 }
 
 absl::Status Client::Retry(absl::string_view dependency,
@@ -642,9 +1043,8 @@ absl::Status Client::Retry(absl::string_view dependency,
                                      " not made; last error: ", last.ToString())
                       : "");
     }
-    last = fn();
-    const Outcome outcome = Outcome::FromStatus(last);
-    permit->Report(outcome).IgnoreError();
+    Outcome outcome;
+    last = RunGranted(*permit, fn, &outcome);
     if (last.ok() || !outcome.Retryable()) return last;
   }
   return last;
@@ -666,9 +1066,12 @@ absl::Status Client::First(
               : absl::StrCat("last error: ", last_failure.ToString()));
     }
     const std::string granted = permit->decision().dependency;
-    absl::Status result = fn(granted);
-    permit->Report(Outcome::FromStatus(result)).IgnoreError();
-    if (result.ok()) return result;
+    Outcome outcome;
+    absl::Status result = RunGranted(
+        *permit, [&] { return fn(granted); }, &outcome);
+    // Only an outcome worth retrying is worth trying elsewhere: a bad
+    // request would be as bad for the next dependency.
+    if (result.ok() || !outcome.Retryable()) return result;
     last_failure = std::move(result);
     auto it = std::find(remaining.begin(), remaining.end(), granted);
     remaining.erase(remaining.begin(),
@@ -687,6 +1090,7 @@ bool Client::WatchConnected() const { return impl_->WatchConnected(); }
 ClientStats Client::stats() const { return impl_->stats(); }
 
 bool Client::WaitForConnected(absl::Duration timeout) {
+  if (impl_->closed()) return false;
   return impl_->channel()->WaitForConnected(std::chrono::system_clock::now() +
                                             absl::ToChronoNanoseconds(timeout));
 }

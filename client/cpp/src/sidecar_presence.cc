@@ -12,14 +12,18 @@ namespace breakerd::client::internal {
 SidecarPresence::SidecarPresence(Options options)
     : options_(std::move(options)), probe_thread_([this] { ProbeLoop(); }) {}
 
-SidecarPresence::~SidecarPresence() {
+SidecarPresence::~SidecarPresence() { Stop(); }
+
+void SidecarPresence::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     if (probe_context_ != nullptr) probe_context_->TryCancel();
     changed_.SignalAll();
   }
-  probe_thread_.join();
+  // Joined once: the second Stop finds it not joinable.
+  absl::MutexLock lock(&join_mu_);
+  if (probe_thread_.joinable()) probe_thread_.join();
 }
 
 bool SidecarPresence::away() const {
@@ -28,13 +32,11 @@ bool SidecarPresence::away() const {
 }
 
 void SidecarPresence::MarkAway(const grpc::Status& status) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (away_) return;
-    away_ = true;
-    changed_.SignalAll();
-  }
-  options_.log(absl::StrCat(
+  absl::MutexLock lock(&mu_);
+  if (away_) return;
+  away_ = true;
+  changed_.SignalAll();
+  options_.log->Wrong(absl::StrCat(
       "breakerd at ", options_.target, " unreachable (",
       absl::StatusCodeToString(
           static_cast<absl::StatusCode>(status.error_code())),
@@ -49,13 +51,11 @@ void SidecarPresence::MarkPresent(absl::string_view how) {
     absl::ReaderMutexLock lock(&mu_);
     if (!away_) return;
   }
-  {
-    absl::MutexLock lock(&mu_);
-    if (!away_) return;
-    away_ = false;
-    changed_.SignalAll();
-  }
-  options_.log(
+  absl::MutexLock lock(&mu_);
+  if (!away_) return;
+  away_ = false;
+  changed_.SignalAll();
+  options_.log->Right(
       absl::StrCat("breakerd at ", options_.target, " back (", how, ")"));
 }
 

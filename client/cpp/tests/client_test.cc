@@ -1,34 +1,26 @@
-// The C++ client against the real breakerd binary over real sockets.
+// The C++ client against the real breakerd binary over real sockets: the
+// guard, outcome classes, local refusal, fail-open, the away probe, retry,
+// the fallback chain, Close and the classifier. The conformance scenarios
+// (client/conformance/SCENARIOS.md) are in conformance_test.cc.
 #include "breakerd/client.h"
 
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <chrono>
 #include <fstream>
-#include <functional>
-#include <iostream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
-#include <thread>
+#include <tuple>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "breakerd/internal/watch_cache.h"
+#include "client_fixture.h"
 #include "gmock/gmock.h"
-#include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/breakerd_process.h"
 
@@ -37,208 +29,6 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-constexpr char kToken[] = "client-test-token";
-constexpr absl::Duration kWait = absl::Seconds(5);
-
-// Three failures in a row open a breaker for 30 s (long enough that no test
-// sees the cooldown end); "short/*" cools down in 1 s; "payments/*" opens
-// the same way but in shadow mode (breakerd allows every call).
-constexpr char kConfig[] = R"(
-defaults:
-  consecutive_failures: 3
-  failure_rate: { threshold: 0 }
-  cooldown: { base: 30s, max: 60s, jitter: 0 }
-policies:
-  - match: "short/*"
-    cooldown: { base: 1s, max: 2s, jitter: 0 }
-  - match: "payments/*"
-    mode: shadow
-    consecutive_failures: 3
-)";
-
-// True once `pid` is stopped (SIGSTOP delivered: state T in /proc).
-bool IsStopped(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  // "pid (comm) S ...": the state follows the last ')'.
-  const size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() &&
-         stat[paren + 2] == 'T';
-}
-
-// Holds a crashed breakerd's port until destroyed, so nothing else takes it
-// before the restart, and stands in for the dead sidecar: accepts each
-// connection and closes it at once (to a gRPC client, a failed connection
-// attempt), noting when, so a test can restart breakerd right after one of
-// the client's attempts.
-class PortHolder {
- public:
-  // Listens on 127.0.0.1:`port`; listening() says whether it could.
-  explicit PortHolder(int port)
-      : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)),
-        listening_(Listen(fd_, port)) {
-    if (listening_) accept_thread_ = std::thread([this] { AcceptLoop(); });
-  }
-  ~PortHolder() {
-    stopping_.store(true);
-    if (accept_thread_.joinable()) accept_thread_.join();
-    if (fd_ >= 0) close(fd_);
-  }
-
-  PortHolder(const PortHolder&) = delete;
-  PortHolder& operator=(const PortHolder&) = delete;
-
-  bool listening() const { return listening_; }
-
-  // When the latest connection came (InfinitePast: none yet).
-  absl::Time last_attempt() const {
-    absl::MutexLock lock(&mu_);
-    return last_attempt_;
-  }
-
- private:
-  static bool Listen(int fd, int port) {
-    const int one = 1;
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return fd >= 0 &&
-           setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
-           bind(fd, reinterpret_cast<const sockaddr*>(&address),
-                sizeof(address)) == 0 &&
-           listen(fd, 64) == 0;
-  }
-
-  void AcceptLoop() {
-    pollfd ready{fd_, POLLIN, 0};
-    while (!stopping_.load()) {
-      if (poll(&ready, 1, /*timeout_ms=*/5) <= 0) continue;
-      const int connection = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (connection < 0) continue;
-      close(connection);
-      absl::MutexLock lock(&mu_);
-      last_attempt_ = absl::Now();
-    }
-  }
-
-  // Constant after construction.
-  const int fd_;
-  const bool listening_;
-
-  std::atomic<bool> stopping_{false};
-  mutable absl::Mutex mu_;
-  absl::Time last_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::thread accept_thread_;
-};
-
-class ClientTest : public ::testing::Test {
- protected:
-  void SetUp() override { StartBreakerd(&proc_); }
-  // A test that stopped breakerd may have failed before continuing it.
-  void TearDown() override {
-    if (proc_.running()) proc_.Signal(SIGCONT);
-  }
-
-  void StartBreakerd(BreakerdProcess* proc,
-                     std::vector<std::string> extra = {}) {
-    extra.push_back("--config=" + proc->WriteFile("config.yaml", kConfig));
-    extra.push_back("--admin-token-file=" + proc->WriteFile("token", kToken));
-    ASSERT_TRUE(proc->Start(extra));
-  }
-
-  // A client of proc_ with its own channel (distinct_id) and quiet logs
-  // (kept in log_lines_; see LogLines).
-  std::unique_ptr<Client> NewClient(ClientOptions options = {},
-                                    int distinct_id = 0) {
-    options.channel = proc_.Channel(distinct_id);
-    return NewConnectedClient(std::move(options));
-  }
-
-  // A client of proc_ that makes its channel itself (with the client's
-  // channel arguments), quiet as NewClient's.
-  std::unique_ptr<Client> NewClientOwningItsChannel(ClientOptions options) {
-    options.channel = nullptr;
-    return NewConnectedClient(std::move(options));
-  }
-
-  // Client::Create for proc_'s address, logging into log_lines_, and a wait
-  // for the channel to connect.
-  std::unique_ptr<Client> NewConnectedClient(ClientOptions options) {
-    options.target = proc_.tcp_address();
-    options.log = [this](absl::string_view line) {
-      absl::MutexLock lock(&log_mu_);
-      log_lines_.push_back(std::string(line));
-    };
-    // Generous enough for a loaded CI machine; the fail-open test sets its
-    // own.
-    if (options.decision_timeout == absl::Milliseconds(20)) {
-      options.decision_timeout = absl::Seconds(2);
-    }
-    auto client = Client::Create(std::move(options));
-    EXPECT_TRUE(client.ok()) << client.status();
-    EXPECT_TRUE((*client)->WaitForConnected(kWait));
-    return std::move(*client);
-  }
-
-  // How many lines the clients have logged that contain `substring` (the
-  // client logs from its own threads too).
-  int LogLines(absl::string_view substring) {
-    absl::MutexLock lock(&log_mu_);
-    int n = 0;
-    for (const std::string& line : log_lines_) {
-      if (absl::StrContains(line, substring)) ++n;
-    }
-    return n;
-  }
-
-  // The value of a /metrics sample, 0 if absent.
-  double Metric(const std::string& selector) {
-    return Sample(proc_.Metrics(), selector).value_or(0);
-  }
-  double Reports(const std::string& dep, const std::string& cls,
-                 const std::string& effect) {
-    return Metric(absl::StrCat("breakerd_reports_total{dependency=\"", dep,
-                               "\",class=\"", cls, "\",effect=\"", effect,
-                               "\"}"));
-  }
-  double Acquires(const std::string& dep, const std::string& decision) {
-    return Metric(absl::StrCat("breakerd_acquire_total{dependency=\"", dep,
-                               "\",decision=\"", decision, "\"}"));
-  }
-
-  // Forces `dep` open on `proc` (default: proc_), waiting for the
-  // connection (a just restarted breakerd).
-  void ForceOpen(const std::string& dep,
-                 const BreakerdProcess* proc = nullptr) {
-    auto admin = (proc != nullptr ? proc : &proc_)->AdminStub();
-    grpc::ClientContext ctx;
-    ctx.set_wait_for_ready(true);
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     absl::ToChronoNanoseconds(kWait));
-    ctx.AddMetadata("authorization", BearerToken(kToken));
-    v1::ForceOpenRequest request;
-    request.set_dependency(dep);
-    v1::AdminResponse response;
-    ASSERT_TRUE(admin->ForceOpen(&ctx, request, &response).ok());
-  }
-
-  // Opens `dep` with three counted failures through `client`.
-  void Trip(Client* client, const std::string& dep) {
-    for (int i = 0; i < 3; ++i) {
-      absl::Status s = client->Do(
-          dep, [] { return absl::UnavailableError("upstream down"); });
-      ASSERT_EQ(s.code(), absl::StatusCode::kUnavailable);
-      ASSERT_FALSE(IsBreakerOpen(s)) << s;
-    }
-  }
-
-  BreakerdProcess proc_;
-  absl::Mutex log_mu_;
-  std::vector<std::string> log_lines_ ABSL_GUARDED_BY(log_mu_);
-};
 
 TEST_F(ClientTest, GuardReportsEachOutcomeClass) {
   auto client = NewClient();
@@ -375,36 +165,6 @@ TEST_F(ClientTest, OpenPastItsCooldownGoesToTheSidecar) {
       absl::Seconds(10)));
   EXPECT_TRUE(WaitUntil(
       [&] { return client->CachedState("short/dep") == v1::STATE_CLOSED; }));
-}
-
-TEST_F(ClientTest, ShadowBreakerIsNeverRefusedLocally) {
-  auto client = NewClient();
-  ASSERT_TRUE(WaitUntil([&] { return client->WatchConnected(); }));
-  // Shadow: breakerd opens the breaker and says so on the Watch stream...
-  Trip(client.get(), "payments/psp");
-  ASSERT_TRUE(WaitUntil(
-      [&] { return client->CachedState("payments/psp") == v1::STATE_OPEN; }));
-  const uint64_t local = client->stats().local_rejections;
-  // ...but allows every call, so the client asks it instead of refusing.
-  absl::StatusOr<Permit> permit = client->Acquire("payments/psp");
-  ASSERT_TRUE(permit.ok());
-  EXPECT_TRUE(permit->allowed());
-  EXPECT_EQ(permit->decision().source, DecisionSource::kSidecar);
-  absl::StatusOr<Permit> first = client->AcquireFirst({"payments/psp"});
-  ASSERT_TRUE(first.ok());
-  EXPECT_TRUE(first->allowed());
-  EXPECT_EQ(first->decision().source, DecisionSource::kSidecar);
-  EXPECT_EQ(client->stats().local_rejections, local);
-
-  // Control: an enforced breaker tripped the same way is refused locally.
-  Trip(client.get(), "enforced/psp");
-  ASSERT_TRUE(WaitUntil(
-      [&] { return client->CachedState("enforced/psp") == v1::STATE_OPEN; }));
-  absl::StatusOr<Permit> refused = client->Acquire("enforced/psp");
-  ASSERT_TRUE(refused.ok());
-  EXPECT_FALSE(refused->allowed());
-  EXPECT_EQ(refused->decision().source, DecisionSource::kLocal);
-  EXPECT_EQ(client->stats().local_rejections, local + 1);
 }
 
 TEST_F(ClientTest, FailsOpenPromptlyWhenBreakerdIsStopped) {
@@ -623,79 +383,6 @@ TEST_F(ClientTest, WatchReconnectsAfterBreakerdRestarts) {
   EXPECT_GE(client->stats().watch_reconnects, 1u);
 }
 
-// Issue 14: after an outage long enough for gRPC's default reconnect
-// backoff (1 s, x1.6 per attempt, up to 120 s) to grow past 2 s, the client
-// decides with breakerd again within about a second of its restart, and a
-// force-open made at the restart is honoured. The stand-in holding the
-// port sees each connection attempt, and breakerd restarts just after the
-// first one past kMinOutage, so the test measures the client's whole wait
-// for its next attempt.
-TEST_F(ClientTest, BackWithinASecondOfARestartAfterAnOutage) {
-  auto client = NewClientOwningItsChannel({});
-  const std::string dep = "restart/dep";
-  ASSERT_TRUE(WaitUntil([&] {
-    absl::StatusOr<Permit> p = client->Acquire(dep);
-    return p.ok() && p->decision().source == DecisionSource::kSidecar;
-  }));
-
-  const std::string address = proc_.tcp_address();
-  int port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port));
-  ASSERT_TRUE(proc_.Signal(SIGKILL));
-  ASSERT_TRUE(proc_.WaitExit(kWait).has_value());
-  std::unique_ptr<PortHolder> holder;
-  ASSERT_TRUE(WaitUntil([&] {
-    holder = std::make_unique<PortHolder>(port);
-    return holder->listening();
-  }));
-  const absl::Time crashed = absl::Now();
-  // With gRPC's default backoff the attempts come about 0, 1 and 2.6 s into
-  // the outage (each wait +-20%) and the next one 2.56 s (+-20%) after that:
-  // past 2 s of outage, an uncapped client is at least 2 s away from its
-  // next attempt.
-  constexpr absl::Duration kMinOutage = absl::Seconds(2);
-  bool all_fail_open = true;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        absl::StatusOr<Permit> p = client->Acquire(dep);
-        all_fail_open &=
-            p.ok() && p->decision().source == DecisionSource::kFailOpen;
-        return holder->last_attempt() >= crashed + kMinOutage;
-      },
-      absl::Seconds(15)))
-      << "no connection attempt from the client after " << kMinOutage
-      << " of outage";
-  EXPECT_TRUE(all_fail_open);
-  holder.reset();
-  BreakerdProcess again;
-  ASSERT_NO_FATAL_FAILURE(StartBreakerd(&again, {"--listen=" + address}));
-  const absl::Time restarted = absl::Now();
-  ForceOpen(dep, &again);
-
-  // Measured past the limit too, so a failure says how long it took.
-  std::optional<Decision> back;
-  WaitUntil(
-      [&] {
-        absl::StatusOr<Permit> p = client->Acquire(dep);
-        if (p.ok() && p->decision().source != DecisionSource::kFailOpen) {
-          back = p->decision();
-        }
-        return back.has_value();
-      },
-      absl::Seconds(20));
-  const absl::Duration took = absl::Now() - restarted;
-  ASSERT_TRUE(back.has_value())
-      << "still failing open " << took << " after the restart";
-  // From breakerd, or local once the Watch stream has learnt it too.
-  EXPECT_FALSE(back->allowed);
-  EXPECT_EQ(back->reason, v1::REJECT_REASON_FORCED_OPEN);
-  EXPECT_LT(took, absl::Milliseconds(1500))
-      << "decisions came from breakerd again " << took
-      << " after its restart (outage " << restarted - crashed << ")";
-  std::cout << "back " << took << " after the restart, outage "
-            << restarted - crashed << std::endl;
-}
-
 TEST_F(ClientTest, ExampleRunsAgainstTheSidecar) {
   const std::string log = proc_.dir() + "/example.log";
   // Counts below assume breakerd answers every decision: on a loaded
@@ -718,69 +405,68 @@ TEST_F(ClientTest, ExampleRunsAgainstTheSidecar) {
   EXPECT_THAT(out.str(), HasSubstr("fallback chain: ok via example/backup"));
 }
 
-// The Watch cache alone: generations, modes and cooldowns, time passed in.
-class WatchCacheTest : public ::testing::Test {
- protected:
-  static v1::StateChange Change(v1::State state, uint64_t generation,
-                                absl::string_view mode = "enforce",
-                                absl::string_view reason = "") {
-    v1::StateChange c;
-    c.set_dependency(std::string(kDep));
-    c.set_state(state);
-    c.set_generation(generation);
-    c.set_mode(std::string(mode));
-    c.set_reason(std::string(reason));
-    if (state == v1::STATE_OPEN) c.mutable_retry_after()->set_seconds(30);
-    return c;
-  }
-
-  bool Refused() { return cache_.Refusal(kDep, now_).has_value(); }
-
-  static constexpr absl::string_view kDep = "cache/dep";
-  const absl::Duration now_ = absl::Hours(1);
-  internal::WatchCache cache_;
-};
-
-TEST_F(WatchCacheTest, OpenWithALowerGenerationThanCloseIsIgnored) {
-  EXPECT_TRUE(cache_.Apply(Change(v1::STATE_CLOSED, 6), now_));
-  EXPECT_FALSE(cache_.Apply(Change(v1::STATE_OPEN, 5), now_));
-  EXPECT_FALSE(Refused());
-  EXPECT_EQ(cache_.State(kDep), v1::STATE_CLOSED);
+TEST_F(ClientTest, AGuardedCallThatThrowsIsReportedAsAServerError) {
+  auto client = NewClient();
+  EXPECT_THROW(client
+                   ->Do("throws/dep",
+                        []() -> absl::Status {
+                          throw std::runtime_error("upstream library threw");
+                        })
+                   .IgnoreError(),
+               std::runtime_error);
+  EXPECT_TRUE(WaitUntil([&] {
+    return Reports("throws/dep", "server_error", "counted_failure") == 1;
+  }));
+  EXPECT_EQ(ReportsFor("throws/dep"), 1);
 }
 
-TEST_F(WatchCacheTest, CloseWithAHigherGenerationThanOpenIsApplied) {
-  EXPECT_TRUE(cache_.Apply(Change(v1::STATE_OPEN, 5), now_));
-  EXPECT_TRUE(Refused());
-  EXPECT_TRUE(cache_.Apply(Change(v1::STATE_CLOSED, 6), now_));
-  EXPECT_FALSE(Refused());
-  EXPECT_EQ(cache_.State(kDep), v1::STATE_CLOSED);
+TEST_F(ClientTest, TheClassifierDecidesWhatIsReportedAndRetried) {
+  ClientOptions options;
+  // A model's refusal comes back as RESOURCE_EXHAUSTED "refused" here.
+  options.classifier = [](const absl::Status& s) {
+    return s.message() == "refused" ? Outcome::Of(v1::OUTCOME_SOFT_FAILURE)
+                                    : Outcome::FromStatus(s);
+  };
+  auto client = NewClient(options);
+  int calls = 0;
+  absl::Status s = client->Retry("classified/model", [&] {
+    ++calls;
+    return absl::ResourceExhaustedError("refused");
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(calls, 1) << "a soft failure is not retried";
+  EXPECT_EQ(Reports("classified/model", "soft_failure", "counted_success"), 1);
+  // Anything else: the default classification.
+  EXPECT_EQ(client
+                ->Do("classified/other",
+                     [] { return absl::ResourceExhaustedError("quota"); })
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Reports("classified/other", "rate_limited", "counted_failure"), 1);
 }
 
-TEST_F(WatchCacheTest, ReloadWithTheSameGenerationSwitchesToShadow) {
-  ASSERT_TRUE(cache_.Apply(Change(v1::STATE_OPEN, 6), now_));
-  ASSERT_TRUE(Refused());
+TEST(OutcomeTest, AClassifiedStatusCarriesItsOutcome) {
+  const absl::Status soft = Classified(absl::UnavailableError("content filter"),
+                                       Outcome::Of(v1::OUTCOME_SOFT_FAILURE));
+  EXPECT_EQ(soft.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(soft.message(), "content filter");
+  const Outcome o = Outcome::FromStatus(soft);
+  EXPECT_EQ(o.outcome, v1::OUTCOME_SOFT_FAILURE);
+  EXPECT_FALSE(o.grpc_code.has_value());
+  EXPECT_FALSE(o.Retryable());
+  // Without it, UNAVAILABLE is a connection error worth retrying.
+  EXPECT_TRUE(Outcome::FromStatus(absl::UnavailableError("x")).Retryable());
+
+  const Outcome http = Outcome::FromStatus(Classified(
+      absl::InternalError("503"), Outcome::FromHttpStatus(503, "120")));
+  EXPECT_EQ(http.http_status, 503u);
+  EXPECT_EQ(http.retry_after, absl::Seconds(120));
+  EXPECT_TRUE(http.Retryable());
+
+  // An OK status carries nothing: a success.
   EXPECT_TRUE(
-      cache_.Apply(Change(v1::STATE_OPEN, 6, "shadow", "reload"), now_));
-  EXPECT_FALSE(Refused());
-  EXPECT_EQ(cache_.State(kDep), v1::STATE_OPEN);
-}
-
-TEST_F(WatchCacheTest, EmptyModeFromAnOlderSidecarIsEnforced) {
-  ASSERT_TRUE(cache_.Apply(Change(v1::STATE_OPEN, 1, ""), now_));
-  std::optional<Decision> refusal = cache_.Refusal(kDep, now_);
-  ASSERT_TRUE(refusal.has_value());
-  EXPECT_EQ(refusal->source, DecisionSource::kLocal);
-  EXPECT_EQ(refusal->reason, v1::REJECT_REASON_OPEN);
-  EXPECT_EQ(refusal->retry_after, absl::Seconds(30));
-  // Past the cooldown's end the sidecar decides (it grants the probe).
-  EXPECT_FALSE(cache_.Refusal(kDep, now_ + absl::Seconds(30)).has_value());
-}
-
-TEST_F(WatchCacheTest, ForcedOpenShadowBreakerIsNotRefused) {
-  ASSERT_TRUE(cache_.Apply(Change(v1::STATE_FORCED_OPEN, 2), now_));
-  EXPECT_EQ(cache_.Refusal(kDep, now_)->reason, v1::REJECT_REASON_FORCED_OPEN);
-  ASSERT_TRUE(cache_.Apply(Change(v1::STATE_FORCED_OPEN, 2, "shadow"), now_));
-  EXPECT_FALSE(Refused());
+      Classified(absl::OkStatus(), Outcome::Of(v1::OUTCOME_TIMEOUT)).ok());
+  EXPECT_EQ(Outcome::FromStatus(absl::OkStatus()).grpc_code, 0);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
 import { abortOutcome, runAbortable } from './abort';
 import { ChangeLog, type ChangeLogOptions, type LogSink } from './change-log';
-import { BreakerOpenError, DecisionSource, type Decision, type StateName } from './decision';
+import { BreakerOpenError, ClientClosedError, DecisionSource, type Decision, type StateName } from './decision';
 import type { AcquireFirstResponse__Output } from './generated/breakerd/v1/AcquireFirstResponse';
 import type { AcquireResponse__Output } from './generated/breakerd/v1/AcquireResponse';
 import type { BreakerClient } from './generated/breakerd/v1/Breaker';
@@ -15,7 +15,7 @@ import type { HealthClient } from './generated/grpc/health/v1/Health';
 import { Outcome, type OutcomeReport } from './outcome';
 import { breakerdV1, durationToMs, healthV1, msToDuration } from './proto';
 import { SendWindow } from './send-window';
-import { NOT_SENT_AWAY, sendUnary, type SendOptions, type UnaryInvoke } from './unary';
+import { AnswerClock, NOT_SENT_AWAY, sendUnary, writtenAtOf, type SendOptions, type UnaryInvoke } from './unary';
 import { Watcher } from './watch';
 
 /**
@@ -52,8 +52,8 @@ export interface BreakerdClientOptions {
   /** Watch reconnect backoff, doubling from initialMs to maxMs with full jitter. Default 100 / 5000. */
   watchBackoff?: { initialMs?: number; maxMs?: number };
   /**
-   * While breakerd is away (an Acquire timed out or found it unavailable),
-   * how often a Health/Check asks whether it is back, in ms. Nothing is sent
+   * While breakerd is away (an Acquire found it unavailable, or timed out
+   * with no RPC of this client answered since it was written), how often a Health/Check asks whether it is back, in ms. Nothing is sent
    * while it is present. Default 100.
    */
   awayProbeIntervalMs?: number;
@@ -96,7 +96,9 @@ export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 /**
  * Maps a settled call to its report, e.g. a fetch Response's status. Return
- * undefined for the default: success for a value, Outcome.fromError for an error.
+ * undefined for the default: success for a value, Outcome.fromError for an
+ * error. If it throws, the permit is still reported, once, as the default
+ * would have it, and the guard (retry, first) rejects with what it threw.
  */
 export type Classifier<T> = (settled: Settled<T>) => OutcomeReport | undefined;
 
@@ -146,8 +148,12 @@ const DEFAULT_TARGET = '127.0.0.1:50051';
 const CLOSED_STATES: ReadonlySet<StateName> = new Set<StateName>(['STATE_CLOSED', 'STATE_FORCED_CLOSED']);
 const WARMUP_DEPENDENCY = 'breakerd-client.warmup';
 const INVALID_ARGUMENT = grpc.status.INVALID_ARGUMENT;
-/** Acquire errors that mean breakerd is not answering in time: it is away. */
-const AWAY_CODES: ReadonlySet<unknown> = new Set([grpc.status.DEADLINE_EXCEEDED, grpc.status.UNAVAILABLE]);
+const DEADLINE_EXCEEDED = grpc.status.DEADLINE_EXCEEDED;
+/**
+ * Acquire errors that mean breakerd is not answering: it is away (a
+ * DEADLINE_EXCEEDED only when no other RPC was answered since it was written).
+ */
+const AWAY_CODES: ReadonlySet<unknown> = new Set([DEADLINE_EXCEEDED, grpc.status.UNAVAILABLE]);
 /** RPCs on the wire at once; more wait their turn (send-window.ts says why). */
 const SEND_WINDOW = 32;
 /** The channel's reconnect backoff (client/README.md, "Sidecar away": capped at 1 s). */
@@ -169,10 +175,13 @@ export function channelOptionsFor(extra: grpc.ChannelOptions = {}): grpc.Channel
  * the process alive; close() ends it and the channel.
  *
  * Sidecar away: after an Acquire or AcquireFirst RPC fails with
- * DEADLINE_EXCEEDED or UNAVAILABLE, decisions come from the fail mode at
- * once with no RPC (counted in awayDecisions) and reports are not sent,
- * until a Health/Check (every awayProbeIntervalMs, on an unref()ed timer)
- * or the Watch stream hears from breakerd again.
+ * UNAVAILABLE, or with DEADLINE_EXCEEDED while breakerd answered no other
+ * RPC of this client after it was written, decisions come from the fail
+ * mode at once with no RPC (counted in awayDecisions) and reports are not
+ * sent, until a Health/Check (every awayProbeIntervalMs, on an unref()ed
+ * timer) or the Watch stream hears from breakerd again. A DEADLINE_EXCEEDED
+ * while breakerd answers others was one late answer: that decision alone
+ * fails open (or closed), and the client stays present.
  *
  * Order of operations: acquire() before the call (if refused, do not call),
  * the call with its own timeout, then report() with the permit whatever
@@ -189,11 +198,15 @@ export class BreakerdClient {
   private readonly health: HealthClient;
   private readonly watcher: Watcher | undefined;
   private readonly window = new SendWindow(SEND_WINDOW);
+  /** When breakerd last answered an RPC: tells a late answer from an absent breakerd. */
+  private readonly answers = new AnswerClock();
   private readonly counters: ClientStats = {
     failOpen: 0, failClosed: 0, localRejections: 0, reportErrors: 0, watchReconnects: 0, awayDecisions: 0,
   };
   /** breakerd unreachable (wrong) / reachable (right): its log lines, rate limited. */
   private readonly sidecarLog: ChangeLog;
+  /** A decision failed open (closed) for a late answer while breakerd answered others (wrong) / one in time (right). */
+  private readonly lateLog: ChangeLog;
   /** Reports failing (wrong) / accepted (right). */
   private readonly reportLog: ChangeLog;
   /** The Watch stream ended (wrong) / back (right). */
@@ -222,6 +235,7 @@ export class BreakerdClient {
     const sink: LogSink = (level, message) => this.logger?.[level](message);
     const logOptions: ChangeLogOptions = options.changeLog ?? {};
     this.sidecarLog = new ChangeLog(sink, logOptions);
+    this.lateLog = new ChangeLog(sink, logOptions);
     this.reportLog = new ChangeLog(sink, logOptions);
     this.watchLog = new ChangeLog(sink, logOptions);
     // The Watch stream's own reconnect loop (not the channel's).
@@ -262,11 +276,13 @@ export class BreakerdClient {
    * the fail mode does (FAIL_OPEN: allowed with permit "0"; FAIL_CLOSED),
    * at once and with no RPC while breakerd is away.
    * Rejects only on INVALID_ARGUMENT (a bad dependency name: a programming
-   * error), and with the signal's reason when `options.signal` aborts.
+   * error), with the signal's reason when `options.signal` aborts, and with
+   * ClientClosedError after close() (no RPC).
    *
    * @param attempt 0 for the first try, 1, 2, ... for retries (spends the retry budget).
    */
   async acquire(dependency: string, attempt = 0, options: AcquireOptions = {}): Promise<Decision> {
+    this.throwIfClosed('acquire');
     const { signal } = options;
     signal?.throwIfAborted();
     const local = this.watcher?.refusal(dependency);
@@ -280,7 +296,7 @@ export class BreakerdClient {
         (callOptions, done) => this.stub.Acquire({ dependency, attempt }, callOptions, done),
         { lane: 'decision', signal, onLate: (late) => this.returnPermit(dependency, late) },
       );
-      this.noteSidecar(true);
+      this.decidedBySidecar();
       return {
         allowed: r.allowed, permit: r.permit, probe: r.probe, state: r.state, reason: r.reason,
         retryAfterMs: durationToMs(r.retry_after), dependency, source: DecisionSource.SIDECAR,
@@ -297,9 +313,11 @@ export class BreakerdClient {
    * Dependencies refused locally are dropped before the RPC; if none is
    * left the answer is a LOCAL refusal with the shortest wait. On FAIL_OPEN
    * the first remaining dependency is granted. When every candidate is
-   * refused, `dependency` names the last one. `options.signal` as for acquire().
+   * refused, `dependency` names the last one. `options.signal` and
+   * ClientClosedError as for acquire().
    */
   async acquireFirst(dependencies: readonly string[], attempt = 0, options: AcquireOptions = {}): Promise<Decision> {
+    this.throwIfClosed('acquireFirst');
     if (dependencies.length === 0) throw new RangeError('acquireFirst needs at least one dependency');
     const { signal } = options;
     signal?.throwIfAborted();
@@ -323,7 +341,7 @@ export class BreakerdClient {
         (callOptions, done) => this.stub.AcquireFirst({ dependencies: candidates, attempt }, callOptions, done),
         { lane: 'decision', signal, onLate: (late) => this.returnPermit(late.dependency, late) },
       );
-      this.noteSidecar(true);
+      this.decidedBySidecar();
       return {
         allowed: r.allowed, permit: r.permit, probe: r.probe, state: r.state, reason: r.reason,
         retryAfterMs: durationToMs(r.retry_after), dependency: r.dependency || last,
@@ -339,7 +357,7 @@ export class BreakerdClient {
    * Tells breakerd how a permitted call went. A permit of "0" (fail-open,
    * refused) is not sent. Never rejects: failures are counted in
    * stats().reportErrors and logged once per change, and so are reports not
-   * sent while breakerd is away; the result is undefined then.
+   * sent while breakerd is away or after close(); the result is undefined then.
    *
    * @param latencyMs how long the call took (feeds the slow-call rule and histogram)
    */
@@ -365,6 +383,10 @@ export class BreakerdClient {
     latencyMs: number | undefined,
     keep: boolean,
   ): Promise<ReportResult | undefined> {
+    if (this.closed) {
+      this.counters.reportErrors++;
+      return undefined;
+    }
     const request: ReportRequest = {
       dependency,
       permit,
@@ -394,12 +416,14 @@ export class BreakerdClient {
   /**
    * Runs `fn` under the breaker: acquire; if refused, throw BreakerOpenError
    * without calling; else run it, measure it, report its classified outcome
-   * (exactly once, OUTCOME_CANCELLED if classification itself throws) and
-   * return its result or rethrow its error. When `options.signal` aborts
-   * (during the Acquire or the call), rejects at once with its reason; the
-   * permit, if any, is reported as the abort (see GuardOptions.signal).
+   * exactly once and return its result or rethrow its error (a classifier
+   * that throws: see Classifier). When `options.signal` aborts (during the
+   * Acquire or the call), rejects at once with its reason; the permit, if
+   * any, is reported as the abort (see GuardOptions.signal). After close(),
+   * rejects with ClientClosedError without calling.
    */
   async guard<T>(dependency: string, fn: () => T | PromiseLike<T>, options: GuardOptions<T> = {}): Promise<T> {
+    this.throwIfClosed('guard');
     const { signal } = options;
     const decision = await this.acquire(dependency, options.attempt ?? 0, { signal });
     if (!decision.allowed) throw new BreakerOpenError(decision);
@@ -416,13 +440,14 @@ export class BreakerdClient {
    * failure), returning or rethrowing that attempt's result. After the last
    * attempt its result or error is returned or rethrown. `options.signal`
    * aborting rejects at once with its reason (in a backoff sleep too) and
-   * stops: no further attempt.
+   * stops: no further attempt. After close(), rejects with ClientClosedError.
    */
   async retry<T>(
     dependency: string,
     fn: (attempt: number) => T | PromiseLike<T>,
     options: RetryOptions<T> = {},
   ): Promise<T> {
+    this.throwIfClosed('retry');
     const { maxAttempts = 3, baseMs = 100, maxMs = 2000, classify, signal } = options;
     if (!Number.isInteger(maxAttempts) || maxAttempts < 1) {
       throw new RangeError(`maxAttempts must be a positive integer, got ${maxAttempts}`);
@@ -450,16 +475,21 @@ export class BreakerdClient {
 
   /**
    * A fallback chain: acquireFirst over `dependencies`, then the granted
-   * dependency's `fn(dependency)` as a guard. If that call fails (an outcome
-   * worth retrying), the chain goes on with the dependencies after it. When
-   * none is granted, throws the BreakerOpenError of the last answer; when the
-   * last one's call fails, returns or rethrows what it gave.
+   * dependency's `fn(dependency)` as a guard. If that call fails with an
+   * outcome worth retrying (timeout, connection error, server error, rate
+   * limited), the chain goes on with the dependencies after it; any other
+   * outcome (success, bad request, auth error, cancelled, soft failure)
+   * stops it, returning or rethrowing that call's result. When none is
+   * granted, throws the BreakerOpenError of the last answer; when the last
+   * one's call fails, returns or rethrows what it gave. After close(),
+   * rejects with ClientClosedError.
    */
   async first<T>(
     dependencies: readonly string[],
     fn: (dependency: string) => T | PromiseLike<T>,
     options: FirstOptions<T> = {},
   ): Promise<T> {
+    this.throwIfClosed('first');
     const { classify, signal } = options;
     let remaining = [...dependencies];
     for (;;) {
@@ -491,9 +521,11 @@ export class BreakerdClient {
    * (the first call on a channel is much slower than the next ones: call it
    * at startup so that early decisions do not fail open on the 20 ms
    * deadline). Rejects if breakerd is not reachable within `timeoutMs`
-   * (default 5000). Optional: the client works without it.
+   * (default 5000), and with ClientClosedError after close(). Optional: the
+   * client works without it.
    */
   async ready(timeoutMs = 5000): Promise<void> {
+    this.throwIfClosed('ready');
     const deadline = Date.now() + timeoutMs;
     await new Promise<void>((resolve, reject) =>
       this.stub.waitForReady(deadline, (err) => (err ? reject(err) : resolve())),
@@ -504,7 +536,12 @@ export class BreakerdClient {
     );
   }
 
-  /** Ends the Watch stream and the away probe, and closes the channel. Idempotent. */
+  /**
+   * Ends the Watch stream and the away probe, and closes the channel.
+   * Idempotent. Afterwards acquire, acquireFirst, guard, retry, first and
+   * ready reject with ClientClosedError, and reports are dropped (counted in
+   * reportErrors).
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -513,6 +550,7 @@ export class BreakerdClient {
     this.stub.close();
     await this.watcher?.close();
     this.sidecarLog.close();
+    this.lateLog.close();
     this.reportLog.close();
     this.watchLog.close();
   }
@@ -520,7 +558,8 @@ export class BreakerdClient {
   /**
    * Runs a permitted call and reports it exactly once: an abort of `signal`
    * as abortOutcome() says (the classifier is not asked), anything else as
-   * classified.
+   * classified. A classifier that throws: reported as the default classifies
+   * the call, then its error is rethrown.
    */
   private async runPermitted<T>(
     decision: Decision,
@@ -531,30 +570,61 @@ export class BreakerdClient {
     const started = performance.now();
     const settled = await runAbortable(fn, signal);
     const latencyMs = performance.now() - started;
-    let report: OutcomeReport = Outcome.CANCELLED;
-    let result: ReportResult | undefined;
-    try {
-      if (!settled.ok && settled.aborted) report = abortOutcome(settled.error);
-      else report = classify?.(settled) ?? (settled.ok ? Outcome.SUCCESS : Outcome.fromError(settled.error));
-    } finally {
-      result = await this.report(decision.dependency, decision.permit, report, latencyMs);
+    let report: OutcomeReport;
+    let classifierFailed: { error: unknown } | undefined;
+    if (!settled.ok && settled.aborted) {
+      report = abortOutcome(settled.error);
+    } else {
+      try {
+        report = classify?.(settled) ?? defaultOutcome(settled);
+      } catch (error) {
+        classifierFailed = { error };
+        report = defaultOutcome(settled);
+      }
     }
+    const result = await this.report(decision.dependency, decision.permit, report, latencyMs);
+    if (classifierFailed) throw classifierFailed.error;
     return { settled, report, result };
+  }
+
+  /** Use after close() fails at once, before anything is sent or counted. */
+  private throwIfClosed(operation: string): void {
+    if (this.closed) throw new ClientClosedError(operation);
   }
 
   /**
    * The fail-mode decision for an RPC error; INVALID_ARGUMENT is rethrown.
-   * A timeout or UNAVAILABLE marks breakerd away.
+   * UNAVAILABLE marks breakerd away, and so does a timeout unless breakerd
+   * answered another RPC after this one was written: then it was only late,
+   * and the client stays present (client/README.md, "Sidecar away").
    */
   private unreachable(dependency: string, err: unknown): Decision {
     if (err === NOT_SENT_AWAY) return this.awayDecision(dependency);
     const code = (err as { code?: unknown }).code;
     if (code === INVALID_ARGUMENT) throw err;
     if (!this.closed) {
-      if (AWAY_CODES.has(code)) this.markAway(err);
+      const writtenAt = code === DEADLINE_EXCEEDED ? writtenAtOf(err) : undefined;
+      if (writtenAt !== undefined && this.answers.answeredSince(writtenAt)) this.noteLate(err);
+      else if (AWAY_CODES.has(code)) this.markAway(err);
       else this.noteSidecar(false, err);
     }
     return this.failDecision(dependency);
+  }
+
+  /** breakerd decided (logs the end of a spell of unreachable or late answers). */
+  private decidedBySidecar(): void {
+    this.noteSidecar(true);
+    if (this.lateLog.isWrong) this.lateLog.right('info', `breakerd: ${this.target} answers decisions in time again`);
+  }
+
+  /** A decision failed for a late answer while breakerd answered others: logged on change, not away. */
+  private noteLate(err: unknown): void {
+    if (this.lateLog.isWrong) return;
+    this.lateLog.wrong(
+      'warn',
+      `breakerd: ${this.target} was late with a decision (${describe(err)}) while answering others; ` +
+        `that decision failed ${this.failMode}, and breakerd is not marked away`,
+    );
   }
 
   /** The fail-mode decision made with no RPC while breakerd is away. */
@@ -632,8 +702,13 @@ export class BreakerdClient {
 
   /** One RPC through the window, its timeout running from when it is written (unary.ts). */
   private send<Res>(invoke: UnaryInvoke<Res>, options: SendOptions<Res>): Promise<Res> {
-    return sendUnary(this.window, this.decisionTimeoutMs, invoke, options);
+    return sendUnary(this.window, this.answers, this.decisionTimeoutMs, invoke, options);
   }
+}
+
+/** The default classification: success for a value, Outcome.fromError for an error. */
+function defaultOutcome<T>(settled: Settled<T>): OutcomeReport {
+  return settled.ok ? Outcome.SUCCESS : Outcome.fromError(settled.error);
 }
 
 function unwrap<T>(settled: Settled<T>): T {

@@ -1,4 +1,4 @@
-// What Acquire answers, and the error a refused guard throws.
+// What Acquire answers, and the errors thrown instead of an answer.
 import type { RejectReason__Output } from './generated/breakerd/v1/RejectReason';
 import type { State__Output } from './generated/breakerd/v1/State';
 
@@ -59,5 +59,20 @@ export class BreakerOpenError extends Error {
     this.retryAfterMs = decision.retryAfterMs;
     this.source = decision.source;
     this.state = decision.state;
+  }
+}
+
+/**
+ * Thrown by acquire, acquireFirst, guard, retry, first and ready once the
+ * client is closed: nothing is sent to breakerd, nothing is counted as a
+ * fail-open decision, and a guarded function is not called. (report() after
+ * close never throws: the report is dropped and counted in reportErrors.)
+ */
+export class ClientClosedError extends Error {
+  override readonly name = 'ClientClosedError';
+
+  /** @param operation the method called after close(), e.g. `'acquire'`. */
+  constructor(readonly operation: string) {
+    super(`breakerd client is closed: ${operation}() after close()`);
   }
 }

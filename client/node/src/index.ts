@@ -16,7 +16,7 @@ export {
   type RetryOptions,
   type Settled,
 } from './client';
-export { BreakerOpenError, DecisionSource, type Decision, type RejectReasonName, type StateName } from './decision';
+export { BreakerOpenError, ClientClosedError, DecisionSource, type Decision, type RejectReasonName, type StateName } from './decision';
 export { Outcome, type OutcomeName, type OutcomeReport } from './outcome';
 
 /** Breaker states, e.g. `State.STATE_OPEN === 'STATE_OPEN'`. */

@@ -2,8 +2,9 @@
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
+import { CHANGE_LOG_INTERVAL_MS } from '../src/change-log';
 import { BreakerdClient, Outcome, type Logger } from '../src/index';
-import { Breakerd, waitFor } from './helpers';
+import { Breakerd, FakeTime, waitFor } from './helpers';
 
 describe('sidecar away', () => {
   let bd: Breakerd;
@@ -11,12 +12,14 @@ describe('sidecar away', () => {
   let closed: BreakerdClient;
   const logs: string[] = [];
   const logger: Logger = { warn: (m) => logs.push(`warn ${m}`), info: (m) => logs.push(`info ${m}`) };
+  /** The clock of `open`'s rate-limited lines: a flap while warming up on a loaded machine holds nothing back. */
+  const logTime = new FakeTime();
 
   before(async () => {
     bd = await Breakerd.start();
-    // The decision timeout is what the first call after the stop waits; generous for a loaded machine.
-    open = new BreakerdClient({ target: bd.grpcAddr, decisionTimeoutMs: 500, logger });
-    closed = new BreakerdClient({ target: bd.grpcAddr, decisionTimeoutMs: 500, failMode: 'closed', watch: false, logger: null });
+    // The defaults (20 ms decisions, Watch on), and the same with fail mode closed.
+    open = new BreakerdClient({ target: bd.grpcAddr, logger, changeLog: { clock: logTime.clock, schedule: logTime.schedule } });
+    closed = new BreakerdClient({ target: bd.grpcAddr, failMode: 'closed', logger: null });
     await Promise.all([open.ready(), closed.ready()]);
   });
   after(async () => {
@@ -33,52 +36,74 @@ describe('sidecar away', () => {
     }, timeoutMs);
   }
 
-  it('fails open (or closed) with no RPC while breakerd is stopped, and comes back after SIGCONT', async () => {
+  /** Times `n` decisions made one after another. */
+  async function decideInTurn(client: BreakerdClient, dep: string, n: number): Promise<{ sources: Set<string>; ms: number }> {
+    const sources = new Set<string>();
+    const started = performance.now();
+    for (let i = 0; i < n; i++) {
+      const d = await client.acquire(dep);
+      sources.add(`${d.source} allowed=${d.allowed} permit=${d.permit}`);
+    }
+    return { sources, ms: performance.now() - started };
+  }
+
+  // conformance: hung-sidecar
+  it('fails open (or closed) with no RPC while breakerd is stopped, and decides with it again within 1.5 s of SIGCONT', async () => {
     const dep = 'away/dep';
+    const away = 'away/no-rpc'; // asked only while breakerd is away
     await sidecarDecision(open, dep);
     await sidecarDecision(closed, dep);
+    // Past the 10 s of any line logged so far (a line held back is logged on the way).
+    logTime.advanceTo(logTime.now + 2 * CHANGE_LOG_INTERVAL_MS);
     const logsBefore = logs.length;
+    const was = { open: open.stats(), closed: closed.stats() };
 
     await bd.pause(true);
+    let resumed: number;
     try {
-      // The first decision pays the RPC's timeout and marks breakerd away.
-      const first = await open.acquire(dep);
-      assert.equal(first.source, 'FAIL_OPEN');
-      assert.equal(first.allowed, true);
-      assert.equal((await closed.acquire(dep)).source, 'FAIL_CLOSED');
+      // The first decision pays the RPC's timeout (20 ms) and marks breakerd away.
+      const timed = async (client: BreakerdClient) => {
+        const started = performance.now();
+        const d = await client.acquire(dep);
+        return { d, ms: performance.now() - started };
+      };
+      const [first, firstClosed] = await Promise.all([timed(open), timed(closed)]);
+      assert.equal(first.d.source, 'FAIL_OPEN');
+      assert.equal(first.d.allowed, true);
+      assert.ok(first.ms < 20 + 100, `the first decision took ${Math.round(first.ms)} ms`);
+      assert.equal(firstClosed.d.source, 'FAIL_CLOSED');
+      assert.equal(firstClosed.d.allowed, false);
+      assert.ok(firstClosed.ms < 20 + 100, `the first decision (fail mode closed) took ${Math.round(firstClosed.ms)} ms`);
 
-      const before = open.stats();
-      const closedBefore = closed.stats();
-      const n = 5;
-      for (let i = 0; i < n; i++) {
-        const d = await open.acquire(dep);
-        assert.equal(d.source, 'FAIL_OPEN');
-        assert.equal(d.allowed, true);
-        assert.equal(d.permit, '0');
-        const c = await closed.acquire(dep);
-        assert.equal(c.source, 'FAIL_CLOSED');
-        assert.equal(c.allowed, false);
-      }
+      const n = 100;
+      const next = await decideInTurn(open, away, n);
+      assert.deepEqual([...next.sources], ['FAIL_OPEN allowed=true permit=0']);
+      assert.ok(next.ms < 100, `${n} decisions while away took ${Math.round(next.ms)} ms`);
+      const nextClosed = await decideInTurn(closed, away, n);
+      assert.deepEqual([...nextClosed.sources], ['FAIL_CLOSED allowed=false permit=0']);
+      assert.ok(nextClosed.ms < 100, `${n} decisions while away (fail mode closed) took ${Math.round(nextClosed.ms)} ms`);
       const chain = await open.acquireFirst(['away/a', 'away/b']);
       assert.equal(chain.source, 'FAIL_OPEN');
       assert.equal(chain.dependency, 'away/a');
       assert.equal(await open.report(dep, '12345', Outcome.SUCCESS), undefined, 'not sent while away');
 
-      const after = open.stats();
-      const closedAfter = closed.stats();
-      assert.equal(after.awayDecisions, before.awayDecisions + n + 1, 'every decision while away made no RPC');
-      assert.equal(after.failOpen, before.failOpen + n + 1);
-      assert.equal(after.reportErrors, before.reportErrors + 1);
-      assert.equal(closedAfter.awayDecisions, closedBefore.awayDecisions + n);
-      assert.equal(closedAfter.failClosed, closedBefore.failClosed + n);
-      assert.equal(closedAfter.failOpen, 0);
+      const now = { open: open.stats(), closed: closed.stats() };
+      assert.equal(now.open.awayDecisions, was.open.awayDecisions + n + 1, 'every decision while away made no RPC');
+      assert.equal(now.open.failOpen, was.open.failOpen + 1 + n + 1);
+      assert.equal(now.open.reportErrors, was.open.reportErrors + 1);
+      assert.equal(now.closed.awayDecisions, was.closed.awayDecisions + n);
+      assert.equal(now.closed.failClosed, was.closed.failClosed + 1 + n);
+      assert.equal(now.closed.failOpen, 0);
     } finally {
       await bd.pause(false);
+      resumed = performance.now();
     }
 
     // The health probe (every 100 ms) finds breakerd again.
-    await sidecarDecision(open, dep, 3000);
-    await sidecarDecision(closed, dep, 3000);
+    await Promise.all([sidecarDecision(open, dep, 1500), sidecarDecision(closed, dep, 1500)]);
+    const backMs = performance.now() - resumed;
+    assert.ok(backMs < 1500, `decisions came from breakerd again ${Math.round(backMs)} ms after SIGCONT`);
+    assert.equal(await bd.acquires(away), 0, 'breakerd never saw a decision made while away');
     const lines = logs.slice(logsBefore);
     assert.equal(lines.filter((l) => l.includes('unreachable')).length, 1, lines.join(' | '));
     assert.equal(lines.filter((l) => l.includes('reachable again')).length, 1, lines.join(' | '));

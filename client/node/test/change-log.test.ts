@@ -3,35 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { CHANGE_LOG_INTERVAL_MS, ChangeLog, type LogLevel } from '../src/change-log';
 import { CHANNEL_RECONNECT_BACKOFF_MS, channelOptionsFor } from '../src/client';
-
-/** A clock and a timer moved by hand. */
-class FakeTime {
-  now = 0;
-  private tasks: { at: number; task: () => void; cancelled: boolean }[] = [];
-
-  readonly clock = (): number => this.now;
-  readonly schedule = (task: () => void, delayMs: number): (() => void) => {
-    const t = { at: this.now + delayMs, task, cancelled: false };
-    this.tasks.push(t);
-    return () => void (t.cancelled = true);
-  };
-
-  get pending(): number {
-    return this.tasks.filter((t) => !t.cancelled).length;
-  }
-
-  /** Moves the clock to `to`, running each task due on the way at its own time. */
-  advanceTo(to: number): void {
-    for (;;) {
-      const due = this.tasks.filter((t) => !t.cancelled && t.at <= to).sort((a, b) => a.at - b.at)[0];
-      if (!due) break;
-      this.tasks = this.tasks.filter((t) => t !== due);
-      this.now = Math.max(this.now, due.at);
-      due.task();
-    }
-    this.now = Math.max(this.now, to);
-  }
-}
+import { FakeTime } from './helpers';
 
 function setup(): { time: FakeTime; log: ChangeLog; lines: { level: LogLevel; message: string }[] } {
   const time = new FakeTime();
@@ -89,6 +61,30 @@ describe('ChangeLog', () => {
       level: 'info',
       message: `back #${changes - 1} (${changes - 2} changes not logged since the previous line)`,
     });
+    assert.equal(time.pending, 0);
+  });
+
+  // conformance: log-flap
+  it('logs a sidecar flipping away and back 100 times in 1 s once per kind, then the state it ended in with the count', () => {
+    const { time, log, lines } = setup();
+    const flips = 100;
+    for (let i = 0; i < flips; i++) {
+      time.advanceTo((i * 1000) / flips);
+      assert.equal(log.wrong('warn', `unreachable #${i}`), true);
+      if (i === 0) assert.deepEqual(lines.map((l) => l.message), ['unreachable #0'], 'the first change is logged at once');
+      time.advanceTo((i * 1000) / flips + 5);
+      assert.equal(log.right('info', `back #${i}`), true);
+    }
+    // One line per kind: the first away and the first back; the other flips are counted.
+    assert.deepEqual(lines.map((l) => l.message), ['unreachable #0', 'back #0']);
+    time.advanceTo(CHANGE_LOG_INTERVAL_MS - 1);
+    assert.equal(lines.length, 2, 'nothing more within the 10 s');
+
+    time.advanceTo(CHANGE_LOG_INTERVAL_MS + 1000);
+    // When the 10 s are up: the state they ended in (back), with the count of changes not logged.
+    assert.deepEqual(lines.slice(2), [
+      { level: 'info', message: `back #${flips - 1} (${2 * flips - 2} changes not logged since the previous line)` },
+    ]);
     assert.equal(time.pending, 0);
   });
 

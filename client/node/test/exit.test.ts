@@ -1,10 +1,9 @@
 // Neither the Watch stream nor the away probe keeps a process alive on its own.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import * as net from 'node:net';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Breakerd } from './helpers';
+import { Breakerd, freePort } from './helpers';
 
 describe('process lifetime', () => {
   let bd: Breakerd;
@@ -47,10 +46,7 @@ describe('process lifetime', () => {
 
   it('lets the process exit while breakerd is away and probed, without close()', async () => {
     // A loopback port nothing listens on: every RPC fails UNAVAILABLE.
-    const server = net.createServer();
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as net.AddressInfo;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const port = await freePort();
     const script = `
       const { BreakerdClient } = require(${JSON.stringify(index)});
       const client = new BreakerdClient({ target: '127.0.0.1:${port}', decisionTimeoutMs: 2000, logger: null });

@@ -1,7 +1,7 @@
 // first(): a fallback chain over AcquireFirst skips open dependencies and moves on after a failure.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { BreakerdClient, BreakerOpenError } from '../src/index';
+import { BreakerdClient, BreakerOpenError, Outcome } from '../src/index';
 import { Breakerd, httpError, waitFor } from './helpers';
 
 describe('fallback chain', () => {
@@ -59,13 +59,35 @@ describe('fallback chain', () => {
     assert.deepEqual(called, ['chain/f', 'chain/g']);
   });
 
-  it('does not move on after a bad request', async () => {
+  // conformance: first-non-retryable
+  it('stops after an outcome not worth retrying, and moves on after one worth retrying', async () => {
+    // a's call fails with a bad request: b is not called, the caller gets a's error.
     const called: string[] = [];
+    const bad = httpError(400);
     await assert.rejects(
-      remote.first(['chain/h', 'chain/i'], async (dep) => { called.push(dep); throw httpError(404); }),
-      /HTTP 404/,
+      remote.first(['chain/h', 'chain/i'], async (dep) => { called.push(dep); if (dep === 'chain/h') throw bad; return dep; }),
+      (e) => e === bad,
     );
     assert.deepEqual(called, ['chain/h']);
+    assert.equal(await bd.acquires('chain/i'), 0);
+    // A soft failure (the upstream answered) stops the chain too, with a's result.
+    called.length = 0;
+    const answer = await remote.first(['chain/k', 'chain/l'], async (dep) => { called.push(dep); return `refusal from ${dep}`; }, {
+      classify: () => Outcome.SOFT_FAILURE,
+    });
+    assert.equal(answer, 'refusal from chain/k');
+    assert.deepEqual(called, ['chain/k']);
+    // a's call fails with a server error: b is called and its result returned.
+    called.length = 0;
+    const result = await remote.first(['chain/m', 'chain/n'], async (dep) => {
+      called.push(dep);
+      if (dep === 'chain/m') throw httpError(500);
+      return `answer from ${dep}`;
+    });
+    assert.equal(result, 'answer from chain/n');
+    assert.deepEqual(called, ['chain/m', 'chain/n']);
+    assert.deepEqual(await bd.reportsOf('chain/m'), ['server_error/counted_failure 1']);
+    assert.deepEqual(await bd.reportsOf('chain/n'), ['success/counted_success 1']);
   });
 
   it('throws the breaker-open error when none is granted', async () => {

@@ -1,9 +1,10 @@
 // guard(): each outcome reaches breakerd with the right class, once; a refused guard does not call.
 import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
-import { BreakerdClient, BreakerOpenError, Outcome } from '../src/index';
-import { Breakerd, httpError } from './helpers';
+import { BreakerdClient, BreakerOpenError, ClientClosedError, Outcome } from '../src/index';
+import { Breakerd, httpError, waitFor } from './helpers';
 
 describe('guard', () => {
   let bd: Breakerd;
@@ -64,8 +65,6 @@ describe('guard', () => {
       ['timeout/counted_failure', async () => ({}), { classify: () => Outcome.fromGrpcStatus(grpc.status.DEADLINE_EXCEEDED) }],
       ['success/counted_success', async () => ({}), { classify: () => Outcome.fromGrpcStatus(grpc.status.OK) }],
       ['soft_failure/counted_success', async () => ({}), { classify: () => Outcome.SOFT_FAILURE }],
-      // classify itself throws: the permit is still reported, as cancelled
-      ['cancelled/neutral', async () => ({}), { classify: () => { throw new Error('classifier bug'); } }],
     ];
     for (const [i, [want, fn, options]] of cases.entries()) {
       assert.equal(await outcomeOf(`guard/case-${i}`, fn, options), want, `case ${i}`);
@@ -134,5 +133,88 @@ describe('guard', () => {
     assert.equal(await client.report('guard/manual', '0', Outcome.SUCCESS), undefined);
     assert.equal(client.stats().reportErrors, 1);
     assert.equal(await bd.metric('breakerd_reports_total', { dependency: 'guard/manual' }), 1);
+  });
+
+  // conformance: classifier-raises
+  it('reports the permit once, as the default classifier would, when the classifier throws, and rejects with its error', async () => {
+    const bug = new Error('classifier bug');
+    const classify = (): never => {
+      throw bug;
+    };
+    // A plain error from the call: the default classifies it as a server error.
+    await assert.rejects(
+      client.guard('guard/classifier-throws', async () => { throw new Error('upstream broke'); }, { classify }),
+      (e) => e === bug,
+    );
+    assert.deepEqual(await bd.reportsOf('guard/classifier-throws'), ['server_error/counted_failure 1']);
+    // A value: the default classifies it as a success.
+    await assert.rejects(client.guard('guard/classifier-throws-ok', async () => 'fine', { classify }), (e) => e === bug);
+    assert.deepEqual(await bd.reportsOf('guard/classifier-throws-ok'), ['success/counted_success 1']);
+    // retry and first stop with it too: no further attempt, no fallback.
+    let calls = 0;
+    const failing = async (): Promise<never> => {
+      calls++;
+      throw new Error('upstream broke');
+    };
+    await assert.rejects(client.retry('guard/classifier-throws-retry', failing, { classify, baseMs: 1, maxMs: 1 }), (e) => e === bug);
+    await assert.rejects(client.first(['guard/classifier-throws-first', 'guard/classifier-throws-next'], failing, { classify }), (e) => e === bug);
+    assert.equal(calls, 2);
+    assert.deepEqual(await bd.reportsOf('guard/classifier-throws-retry'), ['server_error/counted_failure 1']);
+    assert.deepEqual(await bd.reportsOf('guard/classifier-throws-first'), ['server_error/counted_failure 1']);
+    assert.equal(await bd.acquires('guard/classifier-throws-next'), 0);
+    // Every permit breakerd granted was reported.
+    for (const dep of ['guard/classifier-throws', 'guard/classifier-throws-ok', 'guard/classifier-throws-retry', 'guard/classifier-throws-first']) {
+      assert.equal(await bd.metric('breakerd_reports_total', { dependency: dep }),
+        await bd.metric('breakerd_acquire_total', { dependency: dep, decision: 'allowed' }), dep);
+    }
+  });
+
+  // conformance: closed
+  it('after close(), twice, every call fails at once with ClientClosedError, sends nothing and fails nothing open', async () => {
+    const dep = 'guard/closed';
+    const closing = new BreakerdClient({ target: bd.grpcAddr, logger: null }); // the defaults
+    await closing.ready();
+    await waitFor('a decision from breakerd', async () => {
+      const d = await closing.acquire(dep);
+      await closing.report(dep, d.permit, Outcome.SUCCESS);
+      return d.source === 'SIDECAR';
+    });
+    const failOpenBefore = closing.stats().failOpen;
+    await closing.close();
+    await closing.close();
+    const acquiresBefore = await bd.acquires(dep);
+
+    let ran = 0;
+    const fn = async (): Promise<string> => {
+      ran++;
+      return 'ran';
+    };
+    const uses: Record<string, () => Promise<unknown>> = {
+      acquire: () => closing.acquire(dep),
+      acquireFirst: () => closing.acquireFirst([dep, 'guard/closed-b']),
+      guard: () => closing.guard(dep, fn),
+      retry: () => closing.retry(dep, fn),
+      first: () => closing.first([dep, 'guard/closed-b'], fn),
+      ready: () => closing.ready(),
+    };
+    for (const [name, use] of Object.entries(uses)) {
+      const started = performance.now();
+      const err = await use().then(() => assert.fail(`${name}() resolved after close()`), (e: unknown) => e);
+      const tookMs = performance.now() - started;
+      assert.ok(err instanceof ClientClosedError, `${name}(): ${String(err)}`);
+      assert.ok(err instanceof Error);
+      assert.equal(err.name, 'ClientClosedError');
+      assert.match(err.message, /breakerd client is closed/);
+      assert.ok(tookMs < 50, `${name}() failed ${Math.round(tookMs)} ms after the call`);
+    }
+    assert.equal(ran, 0, 'no guarded function ran');
+    // A report after close is dropped and counted, never raised.
+    const reportErrorsBefore = closing.stats().reportErrors;
+    assert.equal(await closing.report(dep, '12345', Outcome.SUCCESS), undefined);
+    assert.equal(closing.stats().reportErrors, reportErrorsBefore + 1);
+    assert.equal(closing.stats().failOpen, failOpenBefore);
+    assert.equal(closing.stats().failClosed, 0);
+    assert.equal(await bd.acquires(dep), acquiresBefore, 'no Acquire reached breakerd');
+    assert.equal(await bd.acquires('guard/closed-b'), 0);
   });
 });

@@ -1,7 +1,7 @@
 // retry(): never retries while the breaker is open, nor an outcome not worth retrying.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { BreakerdClient, BreakerOpenError } from '../src/index';
+import { BreakerdClient, BreakerOpenError, Outcome } from '../src/index';
 import { Breakerd, httpError } from './helpers';
 
 describe('retry', () => {
@@ -89,5 +89,31 @@ describe('retry', () => {
       (e) => e instanceof BreakerOpenError && e.reason === 'REJECT_REASON_FORCED_OPEN',
     );
     assert.equal(calls, 0);
+  });
+
+  // conformance: soft-failure
+  it('does not retry a soft failure: one call, reported soft_failure, its result or error to the caller', async () => {
+    const refusal = { refused: 'content filter' };
+    let calls = 0;
+    const result = await client.retry('retry/soft', async () => {
+      calls++;
+      return refusal;
+    }, { maxAttempts: 3, ...fast, classify: () => Outcome.SOFT_FAILURE });
+    assert.equal(result, refusal);
+    assert.equal(calls, 1);
+    // A success for the breaker: the upstream answered.
+    assert.deepEqual(await bd.reportsOf('retry/soft'), ['soft_failure/counted_success 1']);
+
+    const err = new Error('the model refused');
+    calls = 0;
+    await assert.rejects(
+      client.retry('retry/soft-error', async () => {
+        calls++;
+        throw err;
+      }, { maxAttempts: 3, ...fast, classify: () => Outcome.SOFT_FAILURE }),
+      (e) => e === err,
+    );
+    assert.equal(calls, 1);
+    assert.deepEqual(await bd.reportsOf('retry/soft-error'), ['soft_failure/counted_success 1']);
   });
 });

@@ -34,12 +34,31 @@ describe('shadow mode', () => {
     await waitFor(`the OPEN event of ${dep}`, () => watcher.cachedState(dep) === 'STATE_OPEN');
   }
 
+  // conformance: shadow
   it('asks breakerd, which allows it, for an open shadow breaker', async () => {
     const dep = 'payments/psp';
     await trip(dep);
     assert.equal((await bd.getState(dep)).mode, 'shadow');
     const rejectionsBefore = watcher.stats().localRejections;
     const acquiresBefore = await bd.acquires(dep);
+
+    // 20 guarded calls (the upstream still failing: the breaker stays open) all run.
+    let ran = 0;
+    for (let i = 0; i < 20; i++) {
+      assert.equal(watcher.cachedState(dep), 'STATE_OPEN', `the cache says OPEN before call ${i + 1}`);
+      await assert.rejects(
+        watcher.guard(dep, async () => {
+          ran++;
+          throw httpError(503);
+        }),
+        /HTTP 503/,
+      );
+    }
+    assert.equal(ran, 20);
+    // Allowed, not failed open, not refused locally, and counted by breakerd (as shadow_rejected_open): SIDECAR.
+    assert.equal(await bd.acquires(dep), acquiresBefore + 20, 'every decision was breakerd\'s');
+    assert.equal(watcher.stats().failOpen, 0);
+    assert.equal(watcher.stats().localRejections, rejectionsBefore);
 
     const d = await watcher.acquire(dep);
     assert.equal(d.source, 'SIDECAR');
@@ -51,7 +70,7 @@ describe('shadow mode', () => {
     await watcher.report(dep, first.permit, { outcome: 'OUTCOME_CANCELLED' });
 
     assert.equal(watcher.stats().localRejections, rejectionsBefore);
-    assert.equal(await bd.acquires(dep), acquiresBefore + 2, 'both decisions were breakerd\'s');
+    assert.equal(await bd.acquires(dep), acquiresBefore + 20 + 2, 'every decision was breakerd\'s');
   });
 
   it('still refuses locally an enforcing breaker tripped the same way (control)', async () => {

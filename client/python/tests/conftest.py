@@ -1,4 +1,6 @@
-"""Fixtures: a real breakerd child process, its /metrics, its Admin service."""
+"""Fixtures and helpers shared by the tests: a real breakerd child process,
+its /metrics and Admin service, a holder of its port while it is down, the
+clients made for a test, and the CPU other programs take meanwhile."""
 
 from __future__ import annotations
 
@@ -11,9 +13,12 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import contextlib
 import json
+import queue
 import re
 import signal
+import socket
 import subprocess
+import threading
 import time
 import urllib.request
 import uuid
@@ -24,7 +29,7 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 
-from breakerd import Client
+from breakerd import Client, Decision, Source
 from breakerd._proto import breaker_pb2 as pb
 
 T = TypeVar("T")
@@ -77,6 +82,58 @@ def _stopped(pid: int) -> bool:
 def unique(prefix: str) -> str:
     """A dependency name no other test uses."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (free when asked)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def sidecar_decision(client: Client, dependency: str) -> Optional[Decision]:
+    """An acquire's decision if breakerd made it, else None (for wait_for)."""
+    decision = client.acquire(dependency)
+    return decision if decision.source == Source.SIDECAR else None
+
+
+def _busy_ticks() -> int:
+    """CPU time the whole machine has spent busy, in clock ticks."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    idle, iowait = fields[3], fields[4]
+    return sum(fields[:8]) - idle - iowait  # user nice system idle iowait irq softirq steal
+
+
+def _process_ticks(pid: int) -> int:
+    """CPU time process ``pid`` has used (all its threads), in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime stime
+
+
+@contextlib.contextmanager
+def cpu_of_others(*pids: int) -> Iterator[list[float]]:
+    """Measures, while the block runs, how many CPUs the processes other
+    than this one and ``pids`` kept busy on average (the list's one item,
+    set on leaving). On a shared machine other programs' work delays every
+    process now and then by tens of milliseconds, whatever the client does."""
+    ours = (os.getpid(), *pids)
+    ticks = os.sysconf("SC_CLK_TCK")
+    busy, mine, started = _busy_ticks(), sum(map(_process_ticks, ours)), time.monotonic()
+    others: list[float] = []
+    try:
+        yield others
+    finally:
+        elapsed = max(time.monotonic() - started, 1 / ticks)
+        theirs = _busy_ticks() - busy - (sum(map(_process_ticks, ours)) - mine)
+        others.append(max(0, theirs) / ticks / elapsed)
+
+
+def logged(caplog: pytest.LogCaptureFixture, text: str) -> int:
+    """How many lines of the client's logger contain ``text``."""
+    return sum(1 for r in caplog.records if r.name == "breakerd" and text in r.getMessage())
 
 
 def trip(client: Client, dep: str, status: int = 503) -> None:
@@ -163,6 +220,30 @@ class Breakerd:
         """Stop abruptly (SIGKILL), as a crashed sidecar would."""
         self.stop(signal.SIGKILL)
 
+    def crash(self) -> PortHolder:
+        """Kill breakerd (SIGKILL) and hold its port with a listener that
+        counts the client's connection attempts (see :class:`PortHolder`);
+        :meth:`restart` after releasing it."""
+        self.kill()
+        host, port = self.grpc_addr.rsplit(":", 1)
+        return wait_for(
+            lambda: PortHolder.bind(host, int(port)), 10, "the killed breakerd's port to be free"
+        )
+
+    def restart(self) -> None:
+        """Start again on the same address (retried while the port is not
+        yet free)."""
+        address = self.grpc_addr
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.start(listen=address)
+                return
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """SIGSTOP for the block, as a hung or throttled sidecar: its sockets
@@ -244,6 +325,50 @@ class Breakerd:
         raise AssertionError("NoSuchMethod answered")
 
 
+class PortHolder:
+    """A listener on a crashed breakerd's port that accepts and at once
+    closes each connection, recording when it came: the client's connection
+    attempts, so a test can restart breakerd right after one of them."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.attempts: queue.Queue[float] = queue.Queue()  # time.monotonic() of each
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name="port-holder", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def bind(cls, host: str, port: int) -> Optional[PortHolder]:
+        """A holder of ``host:port``, or None while it is not free yet."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            sock.close()
+            return None
+        sock.listen(64)
+        sock.settimeout(0.02)
+        return cls(sock)
+
+    def _accept(self) -> None:
+        while not self._done.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.attempts.put(time.monotonic())
+            conn.close()
+
+    def release(self) -> None:
+        """Frees the port (idempotent)."""
+        self._done.set()
+        self._thread.join(5)
+        self._sock.close()
+
+
 @pytest.fixture(scope="session")
 def breakerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Breakerd]:
     """One breakerd shared by the tests that do not stop it (each test uses
@@ -263,15 +388,21 @@ def own_breakerd(tmp_path: Path) -> Iterator[Breakerd]:
     server.stop()
 
 
+MakeClient = Callable[..., Client]
+"""The type of the ``make_client`` fixture."""
+
+
 @pytest.fixture
-def make_client() -> Iterator[Callable[..., Client]]:
-    """Builds Clients for a Breakerd (generous decision_timeout unless given);
-    closes them after the test."""
+def make_client() -> Iterator[MakeClient]:
+    """Builds Clients for a Breakerd (its address unless ``target`` is
+    given; a generous decision_timeout unless given); closes them after
+    the test."""
     clients: list[Client] = []
 
     def make(server: Breakerd, **kwargs: Any) -> Client:
         kwargs.setdefault("decision_timeout", DECISION_TIMEOUT)
-        client = Client(server.grpc_addr, **kwargs)
+        kwargs.setdefault("target", server.grpc_addr)
+        client = Client(**kwargs)
         clients.append(client)
         return client
 

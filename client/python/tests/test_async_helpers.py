@@ -9,11 +9,9 @@ import asyncio
 from typing import AsyncIterator, Callable, Coroutine, Iterator
 
 import pytest
-from conftest import Breakerd, HttpError, unique
+from conftest import Breakerd, HttpError, MakeClient, unique, wait_for
 
 from breakerd import BreakerOpenError, Client, RejectReason, Source
-
-MakeClient = Callable[..., Client]
 
 
 def test_retry_refuses_a_coroutine_function_before_acquiring(
@@ -143,8 +141,6 @@ def test_first_async_skips_an_open_dependency_and_moves_on_after_a_failure(
     breakerd.force_open(closed)
     client = make_client(breakerd, watch=watch)
     if watch:
-        from conftest import wait_for
-
         wait_for(lambda: client.cached_state(closed) is not None, 10, "the Watch event")
     called: list[str] = []
 

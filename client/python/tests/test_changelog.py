@@ -11,6 +11,7 @@ from typing import Callable
 import pytest
 
 from breakerd._changelog import ChangeLog
+from breakerd._presence import SidecarPresence
 
 
 class ManualTime:
@@ -91,7 +92,7 @@ def test_flapping_logs_one_line_per_kind_per_interval_with_the_count(
     count = len(lines())
     t.advance_to(start + 30)
     new = [m for _, m in lines()[count:]]
-    assert new == ["breakerd at x answers again (the latest of 242 changes held back)"]
+    assert new == ["breakerd at x answers again (242 changes not logged since the previous line)"]
     assert t.timers == []
 
 
@@ -124,3 +125,49 @@ def test_lines_of_one_kind_are_at_least_the_interval_apart() -> None:
         assert all(b - a >= 10.0 for a, b in zip(times, times[1:])), (kind, times)
     assert len(written) <= 2 * (60 / 10 + 2)
     assert written[-1][1] == "back"  # the last change: i = 599 is odd
+
+
+# conformance: log-flap
+def test_a_sidecar_flapping_a_hundred_times_in_a_second_logs_the_first_change_and_the_count(
+    lines: Callable[[], list[tuple[float, str]]],
+) -> None:
+    t = ManualTime()
+    presence = SidecarPresence(
+        lambda: False,
+        600.0,  # no probe runs during the test: each "back" is the Watch's
+        target="x",
+        fail_mode="open",
+        changes=ChangeLog(clock=t.clock, schedule=t.schedule),
+    )
+    start = t.now
+    flips = 100
+    seen: list[bool] = []
+    try:
+        for i in range(flips):  # away and back 100 times within 1 s
+            t.advance_to(start + i / flips)
+            presence.failed("DEADLINE_EXCEEDED", away=True)
+            seen.append(presence.away)
+            t.advance_to(start + (i + 0.5) / flips)
+            presence.back()
+            seen.append(presence.away)
+            if i == 0:  # the first change (and the first of the other kind) at once
+                assert [m for _, m in lines()] == [
+                    "breakerd at x cannot answer (DEADLINE_EXCEEDED): failing open with no "
+                    "RPC until it answers a health check",
+                    "breakerd at x answers again",
+                ]
+    finally:
+        presence.close(timeout=2.0)
+    assert seen == [True, False] * flips
+    # The flips ended "back": its kind's 10 s run from its first line.
+    first_back = start + 0.5 / flips
+    t.advance_to(first_back + 9.999)
+    assert len(lines()) == 2, "a flip within the 10 s was logged, not counted"
+
+    t.advance_to(first_back + 10)  # the 10 s are up: the state it ended in, and the count
+    assert [m for _, m in lines()[2:]] == [
+        f"breakerd at x answers again ({2 * flips - 2} changes not logged since the previous line)"
+    ]
+    t.advance_to(start + 60)
+    assert len(lines()) == 3
+    assert t.timers == []

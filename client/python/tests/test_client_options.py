@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 import threading
+import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from conftest import Breakerd, unique
 
-from breakerd import DEFAULT_TARGET, Client, Source
+from breakerd import DEFAULT_TARGET, Client, ClientClosedError, OutcomeKind, Source
 
 
 def test_target_defaults_to_env_then_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,13 +41,48 @@ def test_unix_socket_target() -> None:
             server.stop()
 
 
-def test_closed_client_refuses_to_work(breakerd: Breakerd) -> None:
+# conformance: closed
+def test_a_closed_client_fails_at_once_with_no_rpc(breakerd: Breakerd) -> None:
+    dep, spare = unique("closed/dep"), unique("closed/spare")
     client = Client(breakerd.grpc_addr, decision_timeout=2.0)
     assert client.wait_ready(5.0)
+    granted = client.acquire(dep)
+    assert granted.source == Source.SIDECAR and granted.permit
+    acquires_before = breakerd.acquires(dep)
     client.close()
-    client.close()  # idempotent
-    with pytest.raises(RuntimeError):
-        client.acquire(unique("closed/dep"))
+    client.close()  # closing twice is fine
+    ran: list[str] = []
+
+    async def call() -> str:
+        ran.append("async")
+        return "ran"
+
+    attempts: dict[str, Callable[[], object]] = {
+        "acquire": lambda: client.acquire(dep),
+        "acquire_first": lambda: client.acquire_first([dep, spare]),
+        "guard": lambda: client.guard(dep).__enter__(),
+        "retry": lambda: client.retry(dep, lambda: ran.append("retry")),
+        "first": lambda: client.first([dep, spare], ran.append),
+        "wait_ready": lambda: client.wait_ready(5.0),
+        "guard_async": lambda: asyncio.run(client.guard_async(dep).__aenter__()),
+        "retry_async": lambda: asyncio.run(client.retry_async(dep, call)),
+        "first_async": lambda: asyncio.run(client.first_async([dep], lambda d: call())),
+    }
+    for name, attempt in attempts.items():
+        started = time.monotonic()
+        with pytest.raises(ClientClosedError, match="breakerd client is closed"):
+            attempt()
+        assert time.monotonic() - started < 0.5, f"{name} did not fail at once"
+    assert issubclass(ClientClosedError, RuntimeError)
+    assert ran == []
+
+    client.report(dep, granted.permit, OutcomeKind.SUCCESS, 0.01)  # dropped, never raised
+    stats = client.stats()
+    assert stats.report_errors == 1
+    assert (stats.fail_open, stats.fail_closed, stats.away_decisions) == (0, 0, 0)
+    assert breakerd.acquires(dep) == acquires_before, "an Acquire reached breakerd"
+    assert breakerd.acquires(spare) == 0
+    assert breakerd.metric("breakerd_reports_total", dependency=dep) == 0
 
 
 def test_one_client_shared_by_threads(breakerd: Breakerd) -> None:

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
 
 import pytest
-from conftest import Breakerd, unique, wait_for
+from conftest import Breakerd, MakeClient, logged, unique, wait_for
 
 from breakerd import BreakerOpenError, Client, Decision, Source, State
 
-MakeClient = Callable[..., Client]
 PROMPT = 0.5  # seconds: a generous bound, not a benchmark
 
 
@@ -20,10 +18,6 @@ def _timed_acquire(client: Client, dep: str) -> tuple[Decision, float]:
     start = time.monotonic()
     decision = client.acquire(dep)
     return decision, time.monotonic() - start
-
-
-def _logged(caplog: pytest.LogCaptureFixture, text: str) -> int:
-    return sum(1 for r in caplog.records if r.name == "breakerd" and text in r.getMessage())
 
 
 def test_fail_open_and_closed_when_breakerd_is_killed(
@@ -58,7 +52,7 @@ def test_fail_open_and_closed_when_breakerd_is_killed(
     # the fallback chain uses the first dependency when failing open
     assert client.first(["failopen/a", "failopen/b"], lambda d: d) == "failopen/a"
     assert client.stats().fail_open == before.fail_open + 3
-    assert _logged(caplog, "cannot answer") == 1, "logged per call, not once"
+    assert logged(caplog, "cannot answer") == 1, "logged per call, not once"
 
     decision, elapsed = _timed_acquire(closed, dep)
     assert not decision.allowed and decision.source == Source.FAIL_CLOSED
@@ -89,7 +83,7 @@ def test_fail_open_within_decision_timeout_when_breakerd_hangs(
     # and back to the sidecar once it answers again
     wait_for(lambda: client.acquire(dep).source == Source.SIDECAR, 10, "breakerd to answer")
     # one line when it stops answering, one when it is back: not one per call
-    assert _logged(caplog, "cannot answer") == _logged(caplog, "answers again") >= 1
+    assert logged(caplog, "cannot answer") == logged(caplog, "answers again") >= 1
 
 
 def test_invalid_argument_is_raised_not_failed_open(

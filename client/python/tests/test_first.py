@@ -3,14 +3,13 @@ when the granted call fails."""
 
 from __future__ import annotations
 
-from typing import Callable
+import asyncio
+
 
 import pytest
-from conftest import Breakerd, HttpError, unique, wait_for
+from conftest import Breakerd, HttpError, MakeClient, unique, wait_for
 
 from breakerd import BreakerOpenError, Client, Source, State
-
-MakeClient = Callable[..., Client]
 
 
 @pytest.mark.parametrize("watch", [False, True], ids=["sidecar", "local"])
@@ -89,3 +88,41 @@ def test_first_raises_the_last_error_when_every_call_fails(
         client.first([a, b], call)
     assert failed.value.status_code == 502
     assert called == [a, b]
+
+
+# conformance: first-non-retryable
+@pytest.mark.parametrize("form", ["first", "first_async"])
+@pytest.mark.parametrize(("status", "moves_on"), [(400, False), (503, True)])
+def test_first_moves_on_only_after_an_outcome_worth_retrying(
+    form: str, status: int, moves_on: bool, breakerd: Breakerd, make_client: MakeClient
+) -> None:
+    a, b = unique(f"first/{status}-a"), unique(f"first/{status}-b")
+    client = make_client(breakerd)
+    called: list[str] = []
+
+    def call(dep: str) -> str:
+        called.append(dep)
+        if dep == a:
+            raise HttpError(status)
+        return "answer from " + dep
+
+    async def call_async(dep: str) -> str:
+        return call(dep)
+
+    def run() -> str:
+        if form == "first":
+            return client.first([a, b], call)
+        return asyncio.run(client.first_async([a, b], call_async))
+
+    if moves_on:  # a server error: b is called and its result returned
+        assert run() == "answer from " + b
+        assert called == [a, b]
+        assert breakerd.reports(a, "server_error", "counted_failure") == 1
+        assert breakerd.reports(b, "success", "counted_success") == 1
+    else:  # a bad request: the chain stops with a's error, b is not called
+        with pytest.raises(HttpError) as failed:
+            run()
+        assert failed.value.status_code == status
+        assert called == [a]
+        assert breakerd.reports(a, "bad_request", "neutral") == 1
+        assert breakerd.acquires(b) == 0

@@ -21,11 +21,11 @@ WORKERS = 8
 
 
 def _run_workers(server: Breakerd, fork_support: str) -> tuple[dict[str, object], str]:
-    dep, forced = unique("fork/dep"), unique("fork/forced")
+    dep, forced, later = unique("fork/dep"), unique("fork/forced"), unique("fork/later")
     server.force_open(forced)  # before the fork: the master's Watch has it
     env = dict(os.environ, GRPC_ENABLE_FORK_SUPPORT=fork_support)
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), server.grpc_addr, dep, forced, str(WORKERS)],
+        [sys.executable, str(SCRIPT), server.grpc_addr, dep, forced, later, str(WORKERS)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=env,
     )
@@ -33,7 +33,8 @@ def _run_workers(server: Breakerd, fork_support: str) -> tuple[dict[str, object]
         assert proc.stdout is not None and proc.stdin is not None
         ready = proc.stdout.readline()  # bounded: the script's processes have hard timeouts
         assert ready.startswith("ready"), ready + proc.communicate(timeout=60)[1]
-        server.force_close(forced)  # after the fork: each child must see it
+        server.force_close(forced)  # after the fork: each child must see both
+        server.force_open(later)
         out, err = proc.communicate("go\n", timeout=60)
     finally:
         if proc.poll() is None:
@@ -44,6 +45,7 @@ def _run_workers(server: Breakerd, fork_support: str) -> tuple[dict[str, object]
     return result, err
 
 
+# conformance: pre-fork
 def test_children_forked_after_use_decide_with_the_sidecar_and_see_new_states(
     breakerd: Breakerd,
 ) -> None:
@@ -53,6 +55,7 @@ def test_children_forked_after_use_decide_with_the_sidecar_and_see_new_states(
     assert result["master"] == ["SIDECAR", "SIDECAR"]
 
 
+# conformance: pre-fork
 def test_without_grpc_fork_support_children_refuse_clearly(breakerd: Breakerd) -> None:
     result, err = _run_workers(breakerd, "false")
     refused_clearly = 6  # forked_workers.REFUSED_CLEARLY

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable, Optional
+from typing import Callable, Coroutine, Optional
 
 import grpc
 import pytest
-from conftest import Breakerd, HttpError, unique, wait_for
+from conftest import Breakerd, HttpError, MakeClient, unique, wait_for
 
 from breakerd import BreakerOpenError, Client, Guard, OutcomeKind, RejectReason, Source
 from breakerd._proto import breaker_pb2 as pb
-
-MakeClient = Callable[..., Client]
 
 
 def _raise(exc: BaseException) -> Callable[[Guard, Breakerd], None]:
@@ -154,26 +152,96 @@ def test_guarded_decorator_sync_and_async(breakerd: Breakerd, make_client: MakeC
     assert breakerd.metric("breakerd_reports_total", dependency=closed) == 0
 
 
-def test_async_guard_reports_cancellation(breakerd: Breakerd, make_client: MakeClient) -> None:
+# conformance: cancel-call
+def test_tasks_cancelled_during_the_call_report_cancelled_once(
+    breakerd: Breakerd, make_client: MakeClient
+) -> None:
     client = make_client(breakerd)
-    dep = unique("async/cancelled")
+    dep = unique("async/cancelled")  # consecutive_failures 3 (the test config)
+    calls = 5
 
     async def main() -> None:
-        inside = asyncio.Event()
+        for _ in range(calls):
+            inside = asyncio.Event()
 
-        async def guarded_sleep() -> None:
-            async with client.guard_async(dep):
-                inside.set()
-                await asyncio.sleep(30)
+            async def guarded_sleep() -> None:
+                async with client.guard_async(dep):
+                    inside.set()
+                    await asyncio.sleep(30)  # the upstream call, given up on
 
-        task = asyncio.ensure_future(guarded_sleep())
-        await asyncio.wait_for(inside.wait(), 10)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+            task = asyncio.ensure_future(guarded_sleep())
+            await asyncio.wait_for(inside.wait(), 10)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
 
     asyncio.run(main())
-    wait_for(lambda: breakerd.reports(dep, "cancelled", "neutral") == 1, 5, "cancelled report")
+    wait_for(
+        lambda: breakerd.reports(dep, "cancelled", "neutral") == calls, 5, "the cancelled reports"
+    )
+    assert breakerd.metric("breakerd_reports_total", dependency=dep) == calls, "another class"
+    allowed = breakerd.metric("breakerd_acquire_total", dependency=dep, decision="allowed")
+    assert allowed == calls
+    assert breakerd.get_state(dep).state == pb.STATE_CLOSED
+    assert client.stats().report_errors == 0
+
+
+# conformance: classifier-raises
+@pytest.mark.parametrize(
+    "helper", ["guard", "guard_async", "guarded", "retry", "retry_async", "first", "first_async"]
+)
+def test_a_classifier_that_raises_leaves_no_permit_unreported(
+    helper: str, breakerd: Breakerd, make_client: MakeClient
+) -> None:
+    dep, spare = unique(f"classifier/{helper}"), unique(f"classifier/{helper}-spare")
+
+    class ClassifierBug(Exception):
+        pass
+
+    def classify(exc: BaseException) -> None:
+        raise ClassifierBug(f"cannot classify {exc!r}")
+
+    client = make_client(breakerd, classifier=classify)
+    calls: list[str] = []
+
+    def call(d: str = dep) -> None:
+        calls.append(d)
+        raise ValueError("a plain error")  # the default classifier: server_error
+
+    async def call_async(d: str = dep) -> None:
+        call(d)
+
+    runs: dict[str, Callable[[], object]] = {
+        "guard": lambda: _in_guard(client, dep, call),
+        "guard_async": lambda: asyncio.run(_in_guard_async(client, dep, call_async)),
+        "guarded": lambda: client.guarded(dep)(call)(),
+        "retry": lambda: client.retry(dep, call, base=0.001),
+        "retry_async": lambda: asyncio.run(client.retry_async(dep, call_async, base=0.001)),
+        "first": lambda: client.first([dep, spare], call),
+        "first_async": lambda: asyncio.run(client.first_async([dep, spare], call_async)),
+    }
+    with pytest.raises(ClassifierBug) as raised:
+        runs[helper]()
+    assert isinstance(raised.value.__context__, ValueError), "the call's error is lost"
+    assert calls == [dep], "retried or moved on after the classifier failed"
+    wait_for(
+        lambda: breakerd.reports(dep, "server_error", "counted_failure") == 1, 5, "the report"
+    )
+    assert breakerd.metric("breakerd_reports_total", dependency=dep) == 1, "reported once"
+    assert breakerd.acquires(dep) == 1
+    assert breakerd.acquires(spare) == 0
+
+
+def _in_guard(client: Client, dep: str, call: Callable[[], None]) -> None:
+    with client.guard(dep):
+        call()
+
+
+async def _in_guard_async(
+    client: Client, dep: str, call: Callable[[], Coroutine[None, None, None]]
+) -> None:
+    async with client.guard_async(dep):
+        await call()
 
 
 def test_bad_dependency_name_is_a_programming_error(

@@ -3,15 +3,12 @@ with no RPC, by another client that learned it from the Watch stream."""
 
 from __future__ import annotations
 
-from typing import Callable
 
 import pytest
-from conftest import Breakerd, trip, unique, wait_for
+from conftest import Breakerd, MakeClient, sidecar_decision, trip, unique, wait_for
 
 from breakerd import BreakerOpenError, Client, OutcomeKind, RejectReason, Source, State
 from breakerd._proto import breaker_pb2 as pb
-
-MakeClient = Callable[..., Client]
 
 
 def test_breaker_opened_by_one_client_is_refused_locally_by_another(
@@ -80,7 +77,7 @@ def test_open_past_its_cooldown_goes_to_the_sidecar(
     # Once the cooldown has run out locally the client asks breakerd, which
     # hands out the half-open probe.
     probe = wait_for(
-        lambda: (lambda d: d if d.source == Source.SIDECAR else None)(client.acquire(dep)),
+        lambda: sidecar_decision(client, dep),
         10,
         "a decision from the sidecar after the cooldown",
     )

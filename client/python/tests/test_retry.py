@@ -3,18 +3,17 @@ open, and does not retry an outcome not worth retrying."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import types
-from typing import Callable
+from typing import Optional
 
 import pytest
-from conftest import Breakerd, HttpError, unique
+from conftest import Breakerd, HttpError, MakeClient, unique
 
 import breakerd._client as client_module
-from breakerd import BreakerOpenError, Client, RejectReason
+from breakerd import BreakerOpenError, Client, Outcome, RejectReason
 from breakerd._proto import breaker_pb2 as pb
-
-MakeClient = Callable[..., Client]
 
 
 @pytest.mark.parametrize("watch", [False, True], ids=["sidecar", "watch"])
@@ -110,3 +109,39 @@ def test_refused_first_attempt_never_calls(breakerd: Breakerd, make_client: Make
         client.retry(dep, lambda: called.append(1))
     assert not called and refused.value.__cause__ is None
     assert refused.value.reason == RejectReason.FORCED_OPEN
+
+
+class ModelRefusal(Exception):
+    """A model refused to answer: the upstream worked, the answer is unusable."""
+
+
+def _soft_failures(exc: BaseException) -> Optional[Outcome]:
+    return Outcome.SOFT_FAILURE if isinstance(exc, ModelRefusal) else None
+
+
+# conformance: soft-failure
+@pytest.mark.parametrize("form", ["retry", "retry_async"])
+def test_a_soft_failure_is_not_retried(
+    form: str, breakerd: Breakerd, make_client: MakeClient
+) -> None:
+    dep = unique(f"retry/soft-{form}")
+    client = make_client(breakerd, classifier=_soft_failures)
+    calls = 0
+
+    def refuse() -> str:
+        nonlocal calls
+        calls += 1
+        raise ModelRefusal("content filter")
+
+    async def refuse_async() -> str:
+        return refuse()
+
+    with pytest.raises(ModelRefusal):
+        if form == "retry":
+            client.retry(dep, refuse, max_attempts=3, base=0.001)
+        else:
+            asyncio.run(client.retry_async(dep, refuse_async, max_attempts=3, base=0.001))
+    assert calls == 1, "a soft failure was retried"
+    assert breakerd.reports(dep, "soft_failure", "counted_success") == 1
+    assert breakerd.metric("breakerd_reports_total", dependency=dep) == 1
+    assert breakerd.acquires(dep) == 1

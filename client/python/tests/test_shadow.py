@@ -4,20 +4,18 @@ every acquire returns allowed=False, source=LOCAL")."""
 
 from __future__ import annotations
 
-from typing import Callable
 
-from conftest import CONFIG, Breakerd, trip, unique, wait_for
+from conftest import CONFIG, Breakerd, MakeClient, sidecar_decision, trip, unique, wait_for
 
 from breakerd import Client, RejectReason, Source, State
 from breakerd._proto import breaker_pb2 as pb
 
-MakeClient = Callable[..., Client]
 
-
+# conformance: shadow
 def test_shadow_breaker_open_is_never_refused_locally(
     breakerd: Breakerd, make_client: MakeClient
 ) -> None:
-    dep = "payments/psp"  # policy payments/*: mode shadow, consecutive_failures 3
+    dep = unique("payments/psp")  # policy payments/*: mode shadow, consecutive_failures 3
     tripper = make_client(breakerd, watch=False)
     watcher = make_client(breakerd)
     trip(tripper, dep, 504)
@@ -26,16 +24,20 @@ def test_shadow_breaker_open_is_never_refused_locally(
     wait_for(lambda: watcher.cached_state(dep) == State.OPEN, 10, "the OPEN Watch event")
     local_before = watcher.stats().local_rejections
     acquires_before = breakerd.acquires(dep)
-    for attempt in (0, 0, 1):
-        decision = watcher.acquire(dep, attempt)
-        assert decision.allowed, decision
-        assert decision.source == Source.SIDECAR
+    calls = 20
+    ran = 0
+    for _ in range(calls):
+        with watcher.guard(dep) as g:
+            ran += 1
+            g.set_http_status(200)
+        assert g.decision is not None and g.decision.allowed, g.decision
+        assert g.decision.source == Source.SIDECAR, g.decision
+    assert ran == calls
+    for attempt in (0, 1):  # retries and AcquireFirst follow the same rule
+        assert watcher.acquire(dep, attempt).source == Source.SIDECAR
     assert watcher.acquire_first([dep]).source == Source.SIDECAR
-    with watcher.guard(dep) as g:
-        g.set_http_status(200)
-    assert g.decision is not None and g.decision.source == Source.SIDECAR
     assert watcher.stats().local_rejections == local_before
-    assert breakerd.acquires(dep) >= acquires_before + 4, "breakerd was not asked"
+    assert breakerd.acquires(dep) == acquires_before + calls + 3, "breakerd was not asked"
 
 
 def test_enforce_breaker_tripped_the_same_way_is_refused_locally(
@@ -67,7 +69,7 @@ def test_reload_to_shadow_stops_local_refusal_of_an_open_breaker(
 
     own_breakerd.reload(CONFIG + '  - match: "flip/*"\n    mode: shadow\n')
     decision = wait_for(
-        lambda: (lambda d: d if d.source == Source.SIDECAR else None)(watcher.acquire(dep)),
+        lambda: sidecar_decision(watcher, dep),
         10,
         "the reload event to make the breaker shadow",
     )

@@ -3,13 +3,10 @@ from this client, and the stream reconnects after breakerd restarts."""
 
 from __future__ import annotations
 
-from typing import Callable
 
-from conftest import Breakerd, unique, wait_for
+from conftest import Breakerd, MakeClient, unique, wait_for
 
 from breakerd import Client, Source, State
-
-MakeClient = Callable[..., Client]
 
 
 def test_cache_learns_transitions_without_acquire(

@@ -18,14 +18,20 @@
 //   permit->Report(Outcome::FromHttpStatus(r.status, r.retry_after_header));
 //
 // When breakerd is unreachable or slower than `decision_timeout`, calls are
-// allowed (fail-open, counted and logged once) unless `fail_mode` is
-// kClosed. An Acquire that times out or finds breakerd unavailable marks it
-// away: until a health check (every `away_probe_interval`) or the Watch
-// stream hears from it again, decisions are made at once with no RPC, so a
-// hung sidecar costs one decision_timeout, not one per call. With `watch`
-// on, one Watch stream per Client keeps a cache of open breakers so calls to
-// a dependency known to be open are refused locally, without an RPC (never
-// for a breaker in shadow mode, which breakerd always allows).
+// allowed (fail-open, counted and logged once per change, at most one line
+// per 10 s of each kind) unless `fail_mode` is kClosed. An Acquire that times
+// out (with no other RPC answered meanwhile) or finds breakerd unavailable
+// marks it away: until a health check (every `away_probe_interval`) or the
+// Watch stream hears from it again, decisions are made at once with no RPC,
+// so a hung sidecar costs one decision_timeout, not one per call. An Acquire
+// the caller stopped waiting for stays open 1 s more, and a permit it
+// brings then is reported OUTCOME_CANCELLED, not leaked. With
+// `watch` on, one Watch stream per Client keeps a cache of open breakers so
+// calls to a dependency known to be open are refused locally, without an RPC
+// (never for a breaker in shadow mode, which breakerd always allows). At most
+// 32 Acquire, AcquireFirst and Report RPCs are on the wire at once; callers
+// beyond that wait their turn, and each RPC's deadline runs from when it is
+// sent, so a burst of calls measures breakerd, not the burst.
 //
 // Thread-safety: a Client is thread-safe; make one per process and share it.
 // A Permit belongs to one thread at a time.
@@ -67,6 +73,35 @@ enum class DecisionSource {
 // "sidecar", "local", "fail_open", "fail_closed".
 absl::string_view DecisionSourceName(DecisionSource source);
 
+// What to report about a call. Either an explicit outcome, or a raw HTTP
+// status or gRPC code that breakerd classifies.
+struct Outcome {
+  v1::Outcome outcome = v1::OUTCOME_UNSPECIFIED;
+  uint32_t http_status = 0;
+  std::optional<int32_t> grpc_code;
+  // From a 429/503 Retry-After: the breaker's cooldown is at least this.
+  absl::Duration retry_after = absl::ZeroDuration();
+
+  static Outcome Of(v1::Outcome outcome);
+  static Outcome Success() { return Of(v1::OUTCOME_SUCCESS); }
+  // `retry_after_header`: the Retry-After header's value, seconds form
+  // ("120"); anything else is ignored.
+  static Outcome FromHttpStatus(int status,
+                                absl::string_view retry_after_header = "");
+  static Outcome FromGrpcCode(grpc::StatusCode code);
+  // The outcome attached by Classified(), if any; else the code, sent as
+  // grpc_code (absl and gRPC status codes share their numbers; OK is a
+  // success). The default classifier of Do, Retry and First.
+  static Outcome FromStatus(const absl::Status& status);
+
+  // False for outcomes a retry cannot fix: success, soft failure, bad
+  // request, auth error, cancelled (by outcome, HTTP status or gRPC code).
+  // True for timeout, connection error, server error, rate limited (HTTP
+  // 408, 429, 5xx; gRPC DEADLINE_EXCEEDED, UNAVAILABLE, INTERNAL, UNKNOWN,
+  // DATA_LOSS, RESOURCE_EXHAUSTED, ABORTED).
+  bool Retryable() const;
+};
+
 struct ClientOptions {
   // gRPC target: "host:port" or "unix:/path". Empty: the environment
   // variable BREAKERD_ADDR, else "127.0.0.1:50051".
@@ -75,8 +110,10 @@ struct ClientOptions {
   // are the caller's: create it with ClientChannelArguments() to keep the
   // client's capped reconnect backoff.
   std::shared_ptr<grpc::Channel> channel;
-  // Deadline of each Acquire, AcquireFirst and Report RPC, and of each
-  // health check while breakerd is away. Default 20 ms; must be positive.
+  // How long a caller waits for the answer to its Acquire or AcquireFirst
+  // RPC from when it is sent (the RPC stays open 1 s more, for a late
+  // permit), and the deadline of each Report RPC and of each health check
+  // while breakerd is away. Default 20 ms; must be positive.
   absl::Duration decision_timeout = absl::Milliseconds(20);
   // What a decision is when breakerd cannot answer (error, timeout, away).
   // Default kOpen.
@@ -95,9 +132,20 @@ struct ClientOptions {
   absl::Duration away_probe_interval = absl::Milliseconds(100);
   // Receives one line when the sidecar becomes unreachable (away) or comes
   // back, when it starts or stops answering Acquire with other errors, and
-  // when Reports start or stop failing. Default: stderr. Called from the
-  // caller's thread or the client's own threads, never under a client lock.
+  // when Reports start or stop failing: at most one line per 10 s of each
+  // kind; a change within the 10 s is counted, and the line that ends them
+  // (at once, or when the 10 s are up) gives the state and "(N changes not
+  // logged since the previous line)". Default: stderr. Called from the
+  // caller's thread or the client's own threads, one line at a time, under
+  // a lock of the client's: it must not call the client.
   std::function<void(absl::string_view)> log;
+  // Turns a guarded call's status into the outcome Do, Retry and First
+  // report (and that decides whether Retry retries and First moves on).
+  // Default (empty): Outcome::FromStatus. If it throws, the call is
+  // reported with what Outcome::FromStatus makes of its status and the
+  // exception reaches the caller of Do, Retry or First. Must be
+  // thread-safe.
+  std::function<Outcome(const absl::Status&)> classifier;
 };
 
 // The arguments of the channel the client creates: its reconnect backoff
@@ -120,31 +168,6 @@ struct Decision {
   DecisionSource source = DecisionSource::kSidecar;
 };
 
-// What to report about a call. Either an explicit outcome, or a raw HTTP
-// status or gRPC code that breakerd classifies.
-struct Outcome {
-  v1::Outcome outcome = v1::OUTCOME_UNSPECIFIED;
-  uint32_t http_status = 0;
-  std::optional<int32_t> grpc_code;
-  // From a 429/503 Retry-After: the breaker's cooldown is at least this.
-  absl::Duration retry_after = absl::ZeroDuration();
-
-  static Outcome Of(v1::Outcome outcome);
-  static Outcome Success() { return Of(v1::OUTCOME_SUCCESS); }
-  // `retry_after_header`: the Retry-After header's value, seconds form
-  // ("120"); anything else is ignored.
-  static Outcome FromHttpStatus(int status,
-                                absl::string_view retry_after_header = "");
-  static Outcome FromGrpcCode(grpc::StatusCode code);
-  // absl and gRPC status codes share their numbers: the code is sent as
-  // grpc_code (OK is a success).
-  static Outcome FromStatus(const absl::Status& status);
-
-  // False for outcomes a retry cannot fix: success, bad request, auth
-  // error, cancelled (by outcome, HTTP status or gRPC code).
-  bool Retryable() const;
-};
-
 // Counters since the Client was created.
 struct ClientStats {
   // Decisions with source kFailOpen / kFailClosed: after an Acquire or
@@ -161,6 +184,14 @@ struct ClientStats {
   // no RPC attempted (a subset of those two counters).
   uint64_t away_decisions = 0;
 };
+
+// `status` carrying the outcome to report for it, which Outcome::FromStatus
+// (the default classifier) returns: e.g. a model's refusal, a success for
+// the breaker that retrying cannot fix:
+//   return Classified(absl::FailedPreconditionError("content filter"),
+//                     Outcome::Of(v1::OUTCOME_SOFT_FAILURE));
+// An OK status carries nothing and is returned as it is.
+absl::Status Classified(absl::Status status, const Outcome& outcome);
 
 // The status Do/Retry/First return when a call was refused: UNAVAILABLE,
 // message "breaker open: <dependency> (<reason>, retry after <d>, <source>)",
@@ -189,8 +220,9 @@ class Permit {
 
   // Reports `outcome` with the latency since the Acquire (or `latency` if
   // given). Returns the breaker's answer (state, effect) or the RPC's error
-  // (UNAVAILABLE, nothing sent, while breakerd is away); the error is also
-  // counted in report_errors. A permit that was not
+  // (nothing sent: UNAVAILABLE while breakerd is away, FAILED_PRECONDITION
+  // once the client is closed); the error is also counted in
+  // report_errors. A permit that was not
   // allowed, or is already reported, or came from fail-open (permit 0),
   // sends nothing and returns OK with an empty response.
   absl::StatusOr<v1::ReportResponse> Report(
@@ -219,37 +251,64 @@ class Client {
   // thread (idle while breakerd is present) and, with `watch`, the Watch
   // thread. Fails (INVALID_ARGUMENT) only on bad options.
   static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
-  // Ends the Watch stream and any health check in flight, and joins both
-  // threads.
-  // REQUIRES: no Permit of this client outlives it.
+  // Close().
+  // REQUIRES: no Permit of this client outlives it, and no call of it is
+  // in flight.
   ~Client();
 
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // Ends the Watch stream and any health check in flight, waits for the
+  // Acquire and AcquireFirst RPCs still open (a late one: at most
+  // decision_timeout + 1 s after it was sent) and reports the permits they
+  // bring OUTCOME_CANCELLED, joins the client's threads and drops a log
+  // line held back by the rate limit.
+  // From then on Acquire, AcquireFirst, Do, Retry and First fail at once
+  // with FAILED_PRECONDITION "breakerd client is closed" (no RPC, nothing
+  // counted as fail_open), callers waiting for a place in the send window
+  // get that error too, WaitForConnected returns false at once, and a
+  // Report is not sent: counted in report_errors, FAILED_PRECONDITION.
+  // Calls already on the wire finish. Idempotent.
+  // REQUIRES: not called from the log function.
+  void Close();
+
   // Asks whether a call to `dependency` may go (attempt 0: first try;
   // attempt > 0: a retry, subject to the retry budget). Returns a Permit
   // (allowed or not); an error only for INVALID_ARGUMENT from breakerd (a
-  // bad dependency name: fix the caller). Never waits longer than
-  // decision_timeout. Without an RPC: refused (kLocal) while the Watch
-  // cache holds the breaker open, else kFailOpen / kFailClosed at once while
-  // breakerd is away. An RPC failing with DEADLINE_EXCEEDED or UNAVAILABLE
-  // marks breakerd away.
+  // bad dependency name: fix the caller) and FAILED_PRECONDITION once the
+  // client is closed. Waits for a place among the 32 RPCs on the wire
+  // (while breakerd answers), then never longer than decision_timeout.
+  // Without an RPC: refused (kLocal) while the Watch cache holds the
+  // breaker open, else kFailOpen / kFailClosed at once while breakerd is
+  // away (also for callers still waiting for a place when it is marked
+  // away). An RPC failing with DEADLINE_EXCEEDED or UNAVAILABLE marks
+  // breakerd away, except a DEADLINE_EXCEEDED while breakerd answered other
+  // RPCs of this client after it was sent (late, not away: only this
+  // decision fails open). The RPC the caller stopped waiting for stays open
+  // 1 s more: a permit breakerd grants then is reported OUTCOME_CANCELLED
+  // by a thread of the client's (even while breakerd is marked away), not
+  // leaked (a lost probe permit would refuse the dependency
+  // PROBE_IN_FLIGHT for its whole lease).
   absl::StatusOr<Permit> Acquire(absl::string_view dependency,
                                  uint32_t attempt = 0);
 
   // A fallback chain in one round trip: the first of `dependencies` that
   // breakerd allows (decision().dependency says which). Dependencies known
-  // to be open locally are left out; with none left, refused locally. Away
-  // and fail-open as Acquire (a fail-open decision names the first
-  // dependency left).
+  // to be open locally are left out; with none left, refused locally. Away,
+  // fail-open and a late permit as Acquire (a fail-open decision names the
+  // first dependency left).
   absl::StatusOr<Permit> AcquireFirst(
       const std::vector<std::string>& dependencies, uint32_t attempt = 0);
 
-  // The guard: Acquire; refused -> the breaker-open status (fn is not
-  // called); allowed -> fn(), its status reported as Outcome::FromStatus
-  // with the measured latency; returns fn's status. (For an HTTP call, use
-  // Acquire and Permit::Report(Outcome::FromHttpStatus(...)).)
+  // The guard: Acquire (an error from it is returned); refused -> the
+  // breaker-open status (fn is not called); allowed -> fn(), its status
+  // classified (ClientOptions::classifier) and reported with the measured
+  // latency; returns fn's status. The permit is reported exactly once: if
+  // fn throws, as OUTCOME_SERVER_ERROR, and the exception goes on; if the
+  // classifier throws, as Outcome::FromStatus of fn's status, and the
+  // exception goes on. (For an HTTP call, use Acquire and
+  // Permit::Report(Outcome::FromHttpStatus(...)).)
   absl::Status Do(absl::string_view dependency,
                   absl::FunctionRef<absl::Status()> fn, uint32_t attempt = 0);
 
@@ -257,21 +316,25 @@ class Client {
   // Acquire(dependency, attempt) and, for attempt >= 1, a full-jitter sleep
   // of uniform(0, min(max_backoff, base * 2^(attempt-1))). Stops at once on
   // a refusal (returns the breaker-open status, even after failed attempts)
-  // and on an outcome that is not Retryable(). Returns the last status.
+  // and on an outcome that is not Retryable() (a soft failure is not
+  // retried). Returns the last status. Exceptions as Do's.
   absl::Status Retry(absl::string_view dependency,
                      absl::FunctionRef<absl::Status()> fn,
                      const RetryOptions& options = {});
 
   // The fallback chain: AcquireFirst over `dependencies`; runs fn(granted)
-  // as a guard; if it fails, goes on with the dependencies after the
-  // granted one. Returns fn's first OK, else the last failure, else the
-  // breaker-open status of the last answer.
+  // as a guard; if it fails with a Retryable() outcome, goes on with the
+  // dependencies after the granted one; with any other outcome (bad
+  // request, auth error, cancelled, soft failure) stops and returns that
+  // status. Returns fn's first OK, else the last failure, else the
+  // breaker-open status of the last answer. Exceptions as Do's.
   absl::Status First(const std::vector<std::string>& dependencies,
                      absl::FunctionRef<absl::Status(absl::string_view)> fn);
 
   // Reports a permit obtained elsewhere (two-step use across threads).
-  // While breakerd is away nothing is sent: UNAVAILABLE, counted in
-  // report_errors.
+  // Nothing is sent while breakerd is away (UNAVAILABLE) or after Close
+  // (FAILED_PRECONDITION); either is counted in report_errors, as is a
+  // failed RPC. Waits for a place among the RPCs on the wire as Acquire.
   absl::StatusOr<v1::ReportResponse> Report(absl::string_view dependency,
                                             uint64_t permit,
                                             const Outcome& outcome,
@@ -287,12 +350,17 @@ class Client {
   ClientStats stats() const;
 
   // Waits at most `timeout` for the channel to connect. For start-up code
-  // and tests; normal use never needs it.
+  // and tests; normal use never needs it. False at once once closed.
   bool WaitForConnected(absl::Duration timeout);
 
  private:
   class Impl;
   explicit Client(std::unique_ptr<Impl> impl);
+
+  // Runs fn under the allowed `permit` and reports it exactly once (see
+  // Do); sets *outcome to what was reported.
+  absl::Status RunGranted(Permit& permit, absl::FunctionRef<absl::Status()> fn,
+                          Outcome* outcome);
 
   std::unique_ptr<Impl> impl_;
 };

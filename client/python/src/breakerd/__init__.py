@@ -15,6 +15,7 @@ from ._client import DEFAULT_TARGET, AsyncGuard, Client, Guard
 from ._outcome import Outcome, OutcomeKind, parse_retry_after
 from ._types import (
     BreakerOpenError,
+    ClientClosedError,
     Decision,
     InvalidArgumentError,
     RejectReason,
@@ -30,6 +31,7 @@ __all__ = [
     "AsyncGuard",
     "BreakerOpenError",
     "Client",
+    "ClientClosedError",
     "Decision",
     "Guard",
     "InvalidArgumentError",

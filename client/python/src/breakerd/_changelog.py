@@ -103,7 +103,7 @@ class ChangeLog:
             return
         _log.log(
             level,
-            msg + " (the latest of %d change%s held back)",
+            msg + " (%d change%s not logged since the previous line)",
             *args,
             held,
             "" if held == 1 else "s",

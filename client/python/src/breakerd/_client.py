@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import inspect
 import logging
@@ -36,8 +35,10 @@ from ._changelog import ChangeLog
 from ._outcome import Outcome, OutcomeKind
 from ._presence import SidecarPresence
 from ._proto import breaker_pb2 as pb
+from ._send_window import SendWindow
 from ._types import (
     BreakerOpenError,
+    ClientClosedError,
     Decision,
     InvalidArgumentError,
     RejectReason,
@@ -61,14 +62,21 @@ _NAME = re.compile(r"[A-Za-z0-9._:/@-]{1,200}")
 Classifier = Callable[[BaseException], Optional[Outcome]]
 ChannelOptions = Sequence[Tuple[str, Any]]
 _PB_OUTCOME = {kind: "OUTCOME_" + kind.name for kind in OutcomeKind}  # enum names
-# Errors that make the sidecar away: it is hung, throttled or not there.
-_AWAY_CODES = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+# Errors only a server that read the request sends: breakerd answered.
+_ANSWER_CODES = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.UNAUTHENTICATED,
+    }
+)
 _HEALTH_CHECK = "/grpc.health.v1.Health/Check"
-# Worker threads of a client's async path. Each blocks at most
-# decision_timeout in an RPC, and never while the sidecar is away (those
-# decisions are made on the event loop): enough that a burst of tasks
-# does not queue behind a hung sidecar for more than about one timeout.
-_ASYNC_WORKERS = 32
 
 
 def _fork_support_enabled() -> bool:
@@ -198,13 +206,19 @@ class Client:
         watch_backoff: (first, max) reconnect delay in seconds, doubling from
             first to max, full jitter (default 0.1 to 5.0).
         away_probe_interval: seconds between health checks while breakerd
-            is away (default 0.1). An Acquire or AcquireFirst that times out
-            or finds breakerd unavailable makes it away: decisions then fail
-            open (or closed) at once, with no RPC and no Report, until a
-            ``grpc.health.v1.Health/Check`` succeeds or the Watch stream
-            delivers a message. Nothing runs while breakerd is present.
+            is away (default 0.1). An Acquire or AcquireFirst that finds
+            breakerd unavailable, or times out while breakerd answered no
+            other RPC of this client after it was sent, makes it away:
+            decisions then fail open (or closed) at once, with no RPC and no
+            Report, until a ``grpc.health.v1.Health/Check`` succeeds or the
+            Watch stream delivers a message. Nothing runs while breakerd is
+            present. One that times out while breakerd answers others was
+            only late: that decision alone fails open.
         classifier: maps an exception raised by a guarded call to an Outcome;
-            return None to fall back to :meth:`Outcome.from_exception`.
+            return None to fall back to :meth:`Outcome.from_exception`. If it
+            raises, the permit is reported as :meth:`Outcome.from_exception`
+            classifies the call's error, and the classifier's error reaches
+            the caller (retry and first stop there).
         channel_options: extra gRPC channel options.
     """
 
@@ -251,7 +265,6 @@ class Client:
         self._lock = threading.Lock()
         self._counts = {name: 0 for name in Stats.__dataclass_fields__}
         self._closed = threading.Event()
-        self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._connect()
         _CLIENTS.add(self)
         _register_fork_hooks()
@@ -308,6 +321,8 @@ class Client:
             "breakerd accepts reports again",
         )
         self._cache = StateCache()
+        # The async path's RPCs: at most 32 on the wire (see _send_window).
+        self._window = SendWindow()
         self._watch_call: Optional[grpc.Call] = None
         self._watch_thread: Optional[threading.Thread] = None
         # Guarded by _lock: a fork is coming, the Watch thread leaves grpc
@@ -352,18 +367,17 @@ class Client:
 
     def _forget_parent(self) -> None:
         """In a forked child, before any other code runs: the parent's
-        threads (Watch, away probe, async workers) do not exist here and its
-        locks may be held forever, so this drops all of it, keeping the grpc
-        objects referenced but unused; the first use builds new ones."""
-        _PARENT_GRPC_OBJECTS.append(
-            (self._channel, self._watch_call, self._executor, self._sidecar)
-        )
+        threads (Watch, away probe, gRPC's completion thread) do not exist
+        here and its locks may be held forever, so this drops all of it,
+        keeping the grpc objects referenced but unused; the first use builds
+        new ones."""
+        _PARENT_GRPC_OBJECTS.append((self._channel, self._watch_call, self._sidecar))
         self._lock = threading.Lock()
         closed = self._closed.is_set()
         self._closed = threading.Event()
         if closed:
             self._closed.set()
-        self._executor = None
+        self._window = SendWindow()  # the parent's RPCs in flight never finish here
         self._watch_call = None
         self._watch_thread = None
         # Present, with an empty cache, until this process hears otherwise.
@@ -395,7 +409,10 @@ class Client:
     # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
-        """End the Watch stream and close the channel. Idempotent."""
+        """End the Watch stream and close the channel. Idempotent. Afterwards
+        every call but :meth:`report` and :meth:`stats` raises
+        :class:`ClientClosedError`; a report is dropped (counted in
+        ``report_errors``)."""
         with self._lock:
             if self._closed.is_set():
                 return
@@ -403,11 +420,8 @@ class Client:
             if self._pid:
                 self._watch_wake.notify_all()
             call = self._watch_call
-            executor, self._executor = self._executor, None
             connected = self._pid != 0  # else a forked child's grpc objects are its parent's
         _CLIENTS.discard(self)
-        if executor is not None:
-            executor.shutdown(wait=False)  # queued acquires still run, and fail
         if not connected:
             return
         if call is not None:
@@ -433,7 +447,11 @@ class Client:
         """Block until the channel to breakerd is connected, at most
         ``timeout`` seconds; True if it is. Optional: call it at startup so
         the first decisions do not fail open while the connection is set up
-        (a fresh connection can take longer than ``decision_timeout``)."""
+        (a fresh connection can take longer than ``decision_timeout``).
+
+        Raises:
+            ClientClosedError: the client is closed.
+        """
         self._check_open()
         future = grpc.channel_ready_future(self._channel)
         try:
@@ -474,25 +492,29 @@ class Client:
 
         Raises:
             InvalidArgumentError: a bad dependency name.
+            ClientClosedError: the client is closed (no RPC).
         """
         decision = self._decide_without_rpc(dependency, attempt)
         if decision is not None:
             return decision
         request = pb.AcquireRequest(dependency=dependency, attempt=attempt)
+        sent_at = self._sidecar.clock()
         try:
             resp = self._acquire_rpc(request, timeout=self.decision_timeout, wait_for_ready=False)
         except grpc.RpcError as err:
-            return self._degraded(err, dependency)
+            return self._degraded(err, dependency, sent_at)
+        except ValueError as err:  # the channel was closed since _check_open
+            raise ClientClosedError() from err
         self._sidecar.answered()
         return self._decision(resp, dependency)
 
     def _decide_without_rpc(self, dependency: str, attempt: int) -> Optional[Decision]:
         """The checks of :meth:`acquire` that need no RPC: validation, local
         refusal, away. None: ask breakerd. Never blocks on breakerd."""
+        self._check_open()
         _check_name(dependency)
         if attempt < 0:
             raise InvalidArgumentError("attempt must be >= 0")
-        self._check_open()
         refusal = self._cache.refusal(dependency)
         if refusal is not None:
             self._count("local_rejections")
@@ -517,30 +539,34 @@ class Client:
 
         Raises:
             InvalidArgumentError: an empty list or a bad name.
+            ClientClosedError: the client is closed (no RPC).
         """
         first = self._decide_first_without_rpc(dependencies)
         if isinstance(first, Decision):
             return first
         remaining = first
         request = pb.AcquireFirstRequest(dependencies=remaining, attempt=attempt)
+        sent_at = self._sidecar.clock()
         try:
             resp = self._acquire_first_rpc(
                 request, timeout=self.decision_timeout, wait_for_ready=False
             )
         except grpc.RpcError as err:
-            return self._degraded(err, remaining[0])
+            return self._degraded(err, remaining[0], sent_at)
+        except ValueError as err:  # the channel was closed since _check_open
+            raise ClientClosedError() from err
         self._sidecar.answered()
         return self._decision(resp, resp.dependency or remaining[-1])
 
     def _decide_first_without_rpc(self, dependencies: Sequence[str]) -> Union[Decision, list[str]]:
         """The checks of :meth:`acquire_first` that need no RPC: a decision,
         or the dependencies left to ask breakerd about. Never blocks on it."""
+        self._check_open()
         deps = list(dependencies)
         if not deps:
             raise InvalidArgumentError("dependencies: at least one is required")
         for dep in deps:
             _check_name(dep)
-        self._check_open()
         remaining: list[str] = []
         refusals = []
         for dep in deps:
@@ -578,39 +604,47 @@ class Client:
         (counted in ``report_errors``). Never raises for a failed Report: it
         is counted in ``report_errors`` and logged once per change.
         """
-        if not permit:
+        if not permit or not self._may_report():
             return
-        try:
-            self._check_open()
-        except RuntimeError:  # closed, or a forked child that cannot connect
-            self._count("report_errors")
-            return
-        if self._sidecar.away:
-            self._count("report_errors")
-            return
-        if not isinstance(outcome, Outcome):
-            outcome = Outcome.of(outcome)
-        request = pb.ReportRequest(
-            dependency=dependency,
-            permit=permit,
-            outcome=_PB_OUTCOME[outcome.kind],
-            http_status=outcome.http_status,
-        )
-        if outcome.grpc_code is not None:
-            request.grpc_code = outcome.grpc_code
-        if latency is not None:
-            request.latency.FromNanoseconds(max(0, int(latency * 1e9)))
-        if outcome.retry_after is not None:
-            request.retry_after.FromNanoseconds(int(outcome.retry_after * 1e9))
+        request = _report_request(dependency, permit, outcome, latency)
         try:
             self._report_rpc(request, timeout=self.decision_timeout, wait_for_ready=False)
         except grpc.RpcError as err:
-            self._count("report_errors")
-            self._reports.failed(_describe(err))
+            self._report_failed(err)
         except ValueError:  # the channel was closed under us
-            self._count("report_errors")
+            self._report_failed(None)
         else:
-            self._reports.ok()
+            self._report_ok()
+
+    def _may_report(self) -> bool:
+        """Whether a Report may be sent now; if not (closed, breakerd away,
+        a forked child that cannot connect) it is counted in report_errors."""
+        if not self._may_send_report():
+            return False
+        if self._sidecar.away:
+            self._count("report_errors")
+            return False
+        return True
+
+    def _may_send_report(self) -> bool:
+        """:meth:`_may_report`, breakerd away or not."""
+        try:
+            self._check_open()
+        except RuntimeError:  # ClientClosedError, or the forked child's error
+            self._count("report_errors")
+            return False
+        return True
+
+    def _report_ok(self) -> None:
+        self._sidecar.note_answer()
+        self._reports.ok()
+
+    def _report_failed(self, err: Optional[grpc.RpcError]) -> None:
+        self._count("report_errors")
+        if err is not None:
+            if _code(err) in _ANSWER_CODES:
+                self._sidecar.note_answer()
+            self._reports.failed(_describe(err))
 
     # -- guards and helpers ------------------------------------------------
 
@@ -631,10 +665,14 @@ class Client:
     def guard_async(self, dependency: str, attempt: int = 0) -> AsyncGuard:
         """:meth:`guard` for ``async with``. The event loop never blocks on
         breakerd: decisions that need no RPC (local refusal, sidecar away)
-        are made at once, and RPCs run in the client's own worker threads
-        (never asyncio's default executor). A task cancelled while its
-        acquire is in flight reports the permit, once it arrives, as
-        CANCELLED."""
+        are made at once, and RPCs are started without blocking it and
+        answered from gRPC's completion thread (no executor). At most 32
+        RPCs of the async path are on the wire at once; the others wait
+        their turn, and the ``decision_timeout`` of each runs from when it
+        is sent; while breakerd is away the waiting ones are answered at
+        once from the fail mode. A task cancelled while its acquire is in
+        flight gets its CancelledError at once, and the permit, once it
+        arrives, is reported CANCELLED."""
         return AsyncGuard(self, dependency, attempt)
 
     def guarded(self, dependency: str) -> Callable[[_F], _F]:
@@ -699,13 +737,15 @@ class Client:
         base * 2**(n-1)))`` and acquires with ``attempt=n`` (so the retry budget
         applies). Any refusal stops at once with :class:`BreakerOpenError`
         (chained to the last failure); an outcome not worth retrying (bad
-        request, auth error, cancelled) or the last attempt re-raises the
-        call's error.
+        request, auth error, cancelled, soft failure) or the last attempt
+        re-raises the call's error, and an error of the classifier is raised
+        at once.
 
         Raises:
             TypeError: ``fn`` is a coroutine function, or returned an
                 awaitable (closed unrun, its permit reported CANCELLED): use
                 :meth:`retry_async`.
+            ClientClosedError: the client is closed.
         """
         _refuse_coroutine_function(fn, "retry", "retry_async")
         if max_attempts < 1:
@@ -724,8 +764,7 @@ class Client:
             except _MismatchError:
                 raise
             except Exception as exc:
-                assert guard.outcome is not None
-                if attempt + 1 == max_attempts or not guard.outcome.retryable:
+                if attempt + 1 == max_attempts or not _worth_another_try(guard):
                     raise
                 last_error = exc
         raise AssertionError("unreachable")
@@ -763,22 +802,26 @@ class Client:
             except _MismatchError:
                 raise
             except Exception as exc:
-                assert guard.outcome is not None
-                if attempt + 1 == max_attempts or not guard.outcome.retryable:
+                if attempt + 1 == max_attempts or not _worth_another_try(guard):
                     raise
                 last_error = exc
         raise AssertionError("unreachable")
 
     def first(self, dependencies: Sequence[str], fn: Callable[[str], _T]) -> _T:
         """A fallback chain: call ``fn(dependency)`` for the first dependency
-        breakerd grants (AcquireFirst), guarded. If that call fails, go on
-        with the dependencies after it. Raises :class:`BreakerOpenError` when
-        none is granted, or the last call's error when every granted one failed.
+        breakerd grants (AcquireFirst), guarded. If that call fails with an
+        outcome worth retrying (timeout, connection or server error, rate
+        limited), go on with the dependencies after it; any other failure
+        (bad request, auth error, cancelled, soft failure) stops the chain
+        with the call's error (a classifier's error stops it too). Raises
+        :class:`BreakerOpenError` when none is granted, or the last call's
+        error when every granted one failed.
 
         Raises:
             TypeError: ``fn`` is a coroutine function, or returned an
                 awaitable (closed unrun, its permit reported CANCELLED): use
                 :meth:`first_async`.
+            ClientClosedError: the client is closed.
         """
         _refuse_coroutine_function(fn, "first", "first_async")
         remaining = list(dependencies)
@@ -796,6 +839,8 @@ class Client:
             except _MismatchError:
                 raise
             except Exception as exc:
+                if not _worth_another_try(guard):
+                    raise
                 last_error = exc
                 remaining = _after(remaining, decision.dependency)
         assert last_error is not None
@@ -805,7 +850,8 @@ class Client:
         self, dependencies: Sequence[str], fn: Callable[[str], Awaitable[_T]]
     ) -> _T:
         """:meth:`first` for an async ``fn`` (``await fn(dependency)`` is the
-        call); the event loop never blocks on breakerd.
+        call): the same chain and stopping rules; the event loop never
+        blocks on breakerd.
 
         Raises:
             TypeError: ``fn(dependency)`` returned something not awaitable:
@@ -826,80 +872,245 @@ class Client:
             except _MismatchError:
                 raise
             except Exception as exc:
+                if not _worth_another_try(guard):
+                    raise
                 last_error = exc
                 remaining = _after(remaining, decision.dependency)
         assert last_error is not None
         raise last_error
 
     # -- the async path ----------------------------------------------------
+    #
+    # No thread of the client blocks for the event loop. Each RPC is started
+    # with gRPC's future API, from the loop or from gRPC's completion thread
+    # when a slot of the send window frees (so its deadline, decision_timeout,
+    # runs from when its turn comes), and answered from that thread through
+    # loop.call_soon_threadsafe. (The deadline is gRPC's own: a timer on the
+    # loop would fire before gRPC's completion thread, waiting for the GIL
+    # behind a burst of tasks, could hand over answers that came in time.)
 
     async def _acquire_async(self, dependency: str, attempt: int) -> Decision:
         """:meth:`acquire` for the event loop (see :meth:`guard_async`)."""
         decision = self._decide_without_rpc(dependency, attempt)
         if decision is not None:
             return decision
-        return await self._decide_in_worker(self.acquire, dependency, attempt)
+        return await self._decide_async(
+            lambda: self._decide_without_rpc(dependency, attempt),
+            lambda: self._acquire_rpc.future(
+                pb.AcquireRequest(dependency=dependency, attempt=attempt),
+                timeout=self.decision_timeout,
+                wait_for_ready=False,
+            ),
+            lambda resp: self._decision(resp, dependency),
+            dependency,
+        )
 
     async def _acquire_first_async(self, dependencies: Sequence[str]) -> Decision:
         """:meth:`acquire_first` for the event loop."""
         first = self._decide_first_without_rpc(dependencies)
         if isinstance(first, Decision):
             return first
-        return await self._decide_in_worker(self.acquire_first, first, 0)
+        remaining = first
 
-    async def _decide_in_worker(
-        self, acquire: Callable[[Any, int], Decision], what: Any, attempt: int
+        def recheck() -> Optional[Decision]:
+            again = self._decide_first_without_rpc(remaining)
+            return again if isinstance(again, Decision) else None
+
+        return await self._decide_async(
+            recheck,
+            lambda: self._acquire_first_rpc.future(
+                pb.AcquireFirstRequest(dependencies=remaining, attempt=0),
+                timeout=self.decision_timeout,
+                wait_for_ready=False,
+            ),
+            lambda resp: self._decision(resp, resp.dependency or remaining[-1]),
+            remaining[0],
+        )
+
+    async def _decide_async(
+        self,
+        recheck: Callable[[], Optional[Decision]],
+        send: Callable[[], Any],
+        decide: Callable[[Any], Decision],
+        dependency: str,
     ) -> Decision:
-        """Runs ``acquire(what, attempt)`` in a worker thread. If the task is
-        cancelled meanwhile, a permit granted anyway is reported CANCELLED
-        when it arrives, so none is lost (a lost probe permit would refuse
-        the dependency PROBE_IN_FLIGHT until its lease ends)."""
-        future = self._workers().submit(acquire, what, attempt)
+        """Sends one decision RPC through the send window and awaits its
+        answer. ``recheck`` decides without an RPC if that became possible
+        while waiting for a slot (away, closed, refused locally); ``send``
+        starts the RPC (a grpc future); ``decide`` makes its response a
+        Decision; ``dependency`` is the one failed open.
+
+        A task cancelled meanwhile gets its CancelledError at once, but the
+        RPC is not cancelled with it (breakerd may already hold the request):
+        a permit granted anyway is reported CANCELLED when it arrives, so
+        none is lost (a lost probe permit would refuse the dependency
+        PROBE_IN_FLIGHT until its lease ends)."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Decision] = loop.create_future()
+        sent_at = 0.0  # when the RPC is written (set by start)
+
+        def start(waited: bool) -> bool:
+            nonlocal sent_at
+            if answer.cancelled():  # the caller gave up while waiting
+                return False
+            try:
+                early = recheck() if waited else None
+                if early is not None:
+                    self._answer(loop, answer, early, None)
+                    return False
+                sent_at = self._sidecar.clock()
+                call = send()
+            except ValueError as err:  # the channel was closed meanwhile
+                if isinstance(err, InvalidArgumentError):
+                    self._answer(loop, answer, None, err)
+                else:
+                    self._answer(loop, answer, None, ClientClosedError())
+                return False
+            except Exception as err:  # ClientClosedError, the fork's RuntimeError
+                self._answer(loop, answer, None, err)
+                return False
+            call.add_done_callback(finished)
+            return True
+
+        def drop() -> None:  # breakerd was marked away while this waited
+            if answer.cancelled():
+                return
+            try:
+                early = recheck()
+            except Exception as err:  # ClientClosedError
+                self._answer(loop, answer, None, err)
+                return
+            if early is None:  # back meanwhile: wait for a slot again
+                self._window.submit_decision(start, drop)
+            else:
+                self._answer(loop, answer, early, None)
+
+        def finished(call: Any) -> None:  # gRPC's completion thread
+            decision: Optional[Decision] = None
+            error: Optional[BaseException] = None
+            try:
+                try:
+                    decision = decide(call.result())
+                    self._sidecar.answered()
+                except grpc.RpcError as err:
+                    decision = self._degraded(err, dependency, sent_at)
+                except grpc.FutureCancelledError:
+                    error = ClientClosedError()
+            except Exception as err:  # from _degraded: invalid argument, closed
+                error = err
+            finally:
+                self._window.done()
+            self._answer(loop, answer, decision, error)
+
+        self._window.submit_decision(start, drop)
         try:
-            return await asyncio.wrap_future(future)
+            return await answer
         except asyncio.CancelledError:
-            # Not started: cancelled with the task. Running or done: report.
-            future.add_done_callback(self._release_abandoned)
+            # Answered, but the task was cancelled before it could resume.
+            if answer.done() and not answer.cancelled() and answer.exception() is None:
+                self._abandon(answer.result())
             raise
 
-    def _release_abandoned(self, future: concurrent.futures.Future[Decision]) -> None:
-        """Done callback of an acquire whose task was cancelled: reports its
-        permit, if any, as CANCELLED, from a worker thread (this callback
-        may run on the event loop)."""
-        if future.cancelled() or future.exception() is not None:
-            return
-        decision = future.result()
-        if not (decision.allowed and decision.permit):
-            return
-        release = functools.partial(
-            self.report, decision.dependency, decision.permit, OutcomeKind.CANCELLED
-        )
-        try:
-            self._workers().submit(release)
-        except RuntimeError:  # closed meanwhile: counted as a report error
-            release()
+    def _answer(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        answer: asyncio.Future[Decision],
+        decision: Optional[Decision],
+        error: Optional[BaseException],
+    ) -> None:
+        """Hands a decision (or error) to the task awaiting ``answer``, from
+        any thread; if the task gave up (cancelled) or its loop is gone, the
+        decision's permit is reported CANCELLED instead."""
 
-    def _workers(self) -> concurrent.futures.ThreadPoolExecutor:
-        """The async path's worker threads, started on first use.
+        def settle() -> None:
+            if answer.done():
+                if decision is not None:
+                    self._abandon(decision)
+            elif error is not None:
+                answer.set_exception(error)
+            else:
+                answer.set_result(cast(Decision, decision))
 
-        Raises:
-            RuntimeError: the client is closed.
-        """
-        self._check_open()
-        with self._lock:
-            if self._closed.is_set():
-                raise RuntimeError("breakerd client is closed")
-            if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=_ASYNC_WORKERS, thread_name_prefix="breakerd-async"
+        if not _on_loop(loop, settle) and decision is not None:
+            self._abandon(decision)  # the loop is closed: nobody waits any more
+
+    def _abandon(self, decision: Decision) -> None:
+        """Reports the permit of a decision its caller gave up on as
+        CANCELLED (sent even while breakerd is away: it answered that RPC)."""
+        if decision.allowed and decision.permit:
+            self._send_report(
+                _report_request(decision.dependency, decision.permit, OutcomeKind.CANCELLED, None),
+                lambda: None,
+                keep=True,
+            )
+
+    async def _report_async(
+        self, dependency: str, permit: int, outcome: Outcome, latency: Optional[float]
+    ) -> None:
+        """:meth:`report` for the event loop: sent through the send window,
+        awaited until it is done (a cancellation meanwhile does not stop it)."""
+        if not permit:
+            return
+        loop = asyncio.get_running_loop()
+        sent: asyncio.Future[None] = loop.create_future()
+
+        def settle() -> None:
+            if not sent.done():
+                sent.set_result(None)
+
+        def notify() -> None:
+            _on_loop(loop, settle)
+
+        self._send_report(_report_request(dependency, permit, outcome, latency), notify)
+        await asyncio.shield(sent)
+
+    def _send_report(
+        self, request: pb.ReportRequest, notify: Callable[[], None], keep: bool = False
+    ) -> None:
+        """Sends a Report through the send window, never blocking; counts
+        its failure; calls ``notify()`` once it is done, whatever happened.
+        ``keep``: sent even while breakerd is away, and not dropped when the
+        window is flushed."""
+
+        def start(waited: bool) -> bool:
+            if not (self._may_send_report() if keep else self._may_report()):  # counted
+                notify()
+                return False
+            try:
+                call = self._report_rpc.future(
+                    request, timeout=self.decision_timeout, wait_for_ready=False
                 )
-            return self._executor
+            except ValueError:  # the channel was closed meanwhile
+                self._report_failed(None)
+                notify()
+                return False
+            call.add_done_callback(finished)
+            return True
+
+        def finished(call: Any) -> None:
+            try:
+                call.result()
+            except grpc.RpcError as err:
+                self._report_failed(err)
+            except grpc.FutureCancelledError:
+                self._report_failed(None)
+            else:
+                self._report_ok()
+            finally:
+                self._window.done()
+                notify()
+
+        def drop() -> None:  # breakerd was marked away while this waited: not sent
+            self._count("report_errors")
+            notify()
+
+        self._window.submit_report(start, None if keep else drop)
 
     # -- internals ---------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed.is_set():
-            raise RuntimeError("breakerd client is closed")
+            raise ClientClosedError()
         self._in_this_process()
 
     def _classify(self, exc: BaseException) -> Outcome:
@@ -923,14 +1134,47 @@ class Client:
             retry_after=_seconds(resp.retry_after),
         )
 
-    def _degraded(self, err: grpc.RpcError, dependency: str) -> Decision:
-        """The decision when breakerd could not answer."""
+    def _degraded(self, err: grpc.RpcError, dependency: str, sent_at: float) -> Decision:
+        """The decision when a decision RPC sent at ``sent_at`` (the
+        presence's clock) failed with ``err``.
+
+        breakerd is marked away when it is UNAVAILABLE, or when the RPC hit
+        its deadline while breakerd answered no other RPC of this client
+        after it was sent (hung, stopped, throttled). A DEADLINE_EXCEEDED
+        while breakerd goes on answering others is one late answer (a loaded
+        machine delays a process by tens of milliseconds now and then): that
+        decision alone fails open, and the next ones still ask breakerd.
+
+        Raises:
+            InvalidArgumentError: breakerd says the request is invalid.
+            ClientClosedError: because the client was closed.
+        """
         code = _code(err)
         if code == grpc.StatusCode.INVALID_ARGUMENT:
+            self._sidecar.answered()
             raise InvalidArgumentError(_details(err)) from err
+        if code in _ANSWER_CODES:
+            self._sidecar.note_answer()
+        detail = _describe(err)
+        away = code == grpc.StatusCode.UNAVAILABLE
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            away = not self._sidecar.answered_since(sent_at)
+            if not away:
+                detail += " (late: it answered other calls meanwhile, so it is not marked away)"
+        return self._unanswered(detail, away, dependency)
+
+    def _unanswered(self, detail: str, away: bool, dependency: str) -> Decision:
+        """The decision when breakerd did not answer a decision RPC (in
+        time); ``away``: mark breakerd away (see :meth:`_degraded`).
+
+        Raises:
+            ClientClosedError: because the client was closed.
+        """
         if self._closed.is_set():
-            raise RuntimeError("breakerd client is closed") from err
-        self._sidecar.failed(_describe(err), away=code in _AWAY_CODES)
+            raise ClientClosedError()
+        self._sidecar.failed(detail, away=away)
+        if self._sidecar.away:  # the async path's waiting callers: answered at once
+            self._window.flush()
         return self._failed_decision(dependency, away=False)
 
     def _failed_decision(self, dependency: str, away: bool) -> Decision:
@@ -947,12 +1191,17 @@ class Client:
         )
 
     def _health_check(self) -> bool:
-        """The away probe: True if breakerd's health service says SERVING."""
+        """The away probe: True if breakerd's health service says SERVING.
+
+        Sent wait-for-ready, bounded by its deadline (decision_timeout), as
+        the C++ client does: a Check that fails at once on a channel still
+        reconnecting would find a restarted breakerd only at the next probe
+        after the connection is up; this one goes out as soon as it is."""
         try:
             resp = self._health_rpc(
                 health_pb2.HealthCheckRequest(service=""),
                 timeout=self.decision_timeout,
-                wait_for_ready=False,
+                wait_for_ready=True,
             )
         except grpc.RpcError as err:
             _log.debug("breakerd health check: %s", _describe(err))
@@ -1037,6 +1286,7 @@ class _GuardBase:
         """The outcome reported, once left."""
         self._explicit: Optional[Outcome] = None
         self._started = 0.0
+        self._classifier_failed = False  # the error raised is the classifier's
 
     @property
     def permit(self) -> int:
@@ -1090,19 +1340,42 @@ class _GuardBase:
             raise RuntimeError("a breakerd guard covers one call; make a new one")
 
     def _finish(self, exc: Optional[BaseException]) -> None:
-        """Report once: the explicit outcome, else ``exc`` classified, else success."""
+        """Report once: the explicit outcome, else ``exc`` classified, else
+        success (see :meth:`_settle`)."""
         if self.outcome is not None or self.decision is None:
             return
+        outcome, classifier_error = self._settle(exc)
+        self._client.report(self.dependency, self.decision.permit, outcome, self._latency())
+        self._raise_classifier_error(classifier_error)
+
+    def _settle(self, exc: Optional[BaseException]) -> Tuple[Outcome, Optional[BaseException]]:
+        """Fixes the outcome to report: the explicit one, else ``exc``
+        classified, else success; and the classifier's error, if it raised.
+        A classifier that raises does not leave the permit unreported: the
+        report carries what :meth:`Outcome.from_exception` (the default
+        classifier) makes of ``exc``, then the classifier's error is raised
+        (:meth:`_raise_classifier_error`)."""
+        classifier_error: Optional[BaseException] = None
         if self._explicit is not None:
             outcome = self._explicit
         elif exc is None:
             outcome = Outcome.SUCCESS
         else:
-            outcome = self._client._classify(exc)
+            try:
+                outcome = self._client._classify(exc)
+            except BaseException as err:  # the caller's classifier failed
+                outcome = Outcome.from_exception(exc)
+                classifier_error = err
         self.outcome = outcome
-        self._client.report(
-            self.dependency, self.decision.permit, outcome, time.monotonic() - self._started
-        )
+        return outcome, classifier_error
+
+    def _latency(self) -> float:
+        return time.monotonic() - self._started
+
+    def _raise_classifier_error(self, error: Optional[BaseException]) -> None:
+        if error is not None:
+            self._classifier_failed = True
+            raise error
 
 
 class Guard(_GuardBase):
@@ -1162,19 +1435,18 @@ class AsyncGuard(_GuardBase):
 
     async def _leave(self, exc: Optional[BaseException]) -> None:
         """:meth:`_finish` for the event loop: at once when no RPC is needed,
-        else in a worker thread, shielded so that a cancellation while
-        reporting does not lose the report."""
+        else through the client's send window, never blocking the loop; a
+        cancellation while reporting does not lose the report."""
         if self.outcome is not None or self.decision is None:
             return
         if not self.decision.permit or self._client._sidecar.away:
             self._finish(exc)  # sends nothing
             return
-        try:
-            future = self._client._workers().submit(self._finish, exc)
-        except RuntimeError:  # closed: counted, nothing sent
-            self._finish(exc)
-            return
-        await asyncio.shield(asyncio.wrap_future(future))
+        outcome, classifier_error = self._settle(exc)
+        await self._client._report_async(
+            self.dependency, self.decision.permit, outcome, self._latency()
+        )
+        self._raise_classifier_error(classifier_error)
 
 
 class _MismatchError(TypeError):
@@ -1202,6 +1474,15 @@ def _name(fn: Callable[..., Any]) -> str:
     return str(getattr(target, "__qualname__", None) or repr(target))
 
 
+def _worth_another_try(guard: _GuardBase) -> bool:
+    """After a guarded call of retry/first raised: whether its outcome is
+    worth another attempt (timeout, connection or server error, rate
+    limited; not bad request, auth error, cancelled, soft failure), and the
+    error is the call's own, not its classifier's."""
+    assert guard.outcome is not None
+    return guard.outcome.retryable and not guard._classifier_failed
+
+
 def _backoff(attempt: int, base: float, max_backoff: float) -> float:
     """Full jitter before attempt ``attempt`` >= 1."""
     return random.uniform(0, min(max_backoff, base * 2 ** (attempt - 1)))
@@ -1211,6 +1492,39 @@ def _after(remaining: list[str], granted: str) -> list[str]:
     """The fallback chain's candidates after ``granted`` failed."""
     index = remaining.index(granted) if granted in remaining else 0
     return remaining[index + 1 :]
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> bool:
+    """Runs ``fn()`` on ``loop`` soon, from any thread; False if the loop is
+    closed (then nobody there waits any more)."""
+    try:
+        loop.call_soon_threadsafe(fn)
+        return True
+    except RuntimeError:
+        return False
+
+
+def _report_request(
+    dependency: str,
+    permit: int,
+    outcome: Union[Outcome, OutcomeKind],
+    latency: Optional[float],
+) -> pb.ReportRequest:
+    if not isinstance(outcome, Outcome):
+        outcome = Outcome.of(outcome)
+    request = pb.ReportRequest(
+        dependency=dependency,
+        permit=permit,
+        outcome=_PB_OUTCOME[outcome.kind],
+        http_status=outcome.http_status,
+    )
+    if outcome.grpc_code is not None:
+        request.grpc_code = outcome.grpc_code
+    if latency is not None:
+        request.latency.FromNanoseconds(max(0, int(latency * 1e9)))
+    if outcome.retry_after is not None:
+        request.retry_after.FromNanoseconds(int(outcome.retry_after * 1e9))
+    return request
 
 
 def _code(err: grpc.RpcError) -> Optional[grpc.StatusCode]:

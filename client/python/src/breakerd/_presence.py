@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable, Optional
 
 from ._changelog import ChangeLog
@@ -16,13 +17,15 @@ class SidecarPresence:
     """What the client believes of breakerd; thread-safe.
 
     *Present* until a decision RPC fails. *Failing* (answered with an error)
-    until an RPC answers again. *Away* (timed out or unavailable) until
+    until an RPC answers again. *Away* (unavailable, or timed out with no
+    other RPC answered since it was sent: see :meth:`answered_since`) until
     ``probe`` succeeds or :meth:`back` is called (the Watch stream delivered
     a message); a late answer to an RPC sent before does not end it, so the
     next decisions do not wait on a sidecar that is still hung. While away,
     and only then, a daemon thread calls ``probe`` every ``interval``
     seconds. Each change is logged once, never once per call, and at most
-    one line per 10 s (see :class:`ChangeLog`).
+    one line per 10 s (see :class:`ChangeLog`; ``changes`` replaces the
+    default one, e.g. with a test's clock).
     """
 
     def __init__(
@@ -32,9 +35,13 @@ class SidecarPresence:
         *,
         target: str,
         fail_mode: str,
+        changes: Optional[ChangeLog] = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         # Constant after construction.
-        self._changes = ChangeLog()
+        self._changes = changes if changes is not None else ChangeLog()
+        self.clock = clock
+        """Seconds, monotonic: when an RPC is sent and answered (a test's own)."""
         self._probe = probe
         self._interval = interval
         self._target = target
@@ -46,6 +53,10 @@ class SidecarPresence:
         self._episode: Optional[threading.Event] = None
         self._thread: Optional[threading.Thread] = None
         self._closed = False
+        # When breakerd last answered an RPC of this client (self.clock()).
+        # Guarded by _answer_lock; read without it (a float is read whole).
+        self._answer_lock = threading.Lock()
+        self._last_answer = float("-inf")
         # Held for each health check, and by pause() until resume(): a fork
         # never copies a check in flight.
         self._checking = threading.Lock()
@@ -57,7 +68,8 @@ class SidecarPresence:
         return self._episode is not None
 
     def failed(self, detail: str, away: bool) -> None:
-        """A decision RPC failed; ``away`` for DEADLINE_EXCEEDED or UNAVAILABLE."""
+        """A decision RPC failed; ``away``: breakerd is unavailable, or the
+        RPC timed out with nothing answered since it was sent."""
         with self._lock:
             if self._closed:
                 return
@@ -90,8 +102,26 @@ class SidecarPresence:
                     self._fail_mode,
                 )
 
+    def note_answer(self) -> None:
+        """breakerd answered an RPC of this client (an Acquire, AcquireFirst
+        or Report: a decision, a refusal, an accepted report, or an error
+        only breakerd sends)."""
+        now = self.clock()
+        with self._answer_lock:  # never backwards, whichever thread stamps last
+            if now > self._last_answer:
+                self._last_answer = now
+
+    def answered_since(self, sent_at: float) -> bool:
+        """Whether breakerd answered an RPC of this client after ``sent_at``
+        (a :attr:`clock` time): then an RPC sent at ``sent_at`` that timed out
+        was late, not lost to a hung sidecar (client/README.md, "Sidecar
+        away")."""
+        return self._last_answer > sent_at
+
     def answered(self) -> None:
-        """A decision RPC got breakerd's answer: no longer failing, unless away."""
+        """A decision RPC got breakerd's answer: noted (:meth:`note_answer`);
+        no longer failing, unless away."""
+        self.note_answer()
         if not self._failing:  # unlocked fast path; decided under the lock
             return
         with self._lock:

@@ -121,3 +121,13 @@ class BreakerOpenError(Exception):
 class InvalidArgumentError(ValueError):
     """A request broke a rule of the contract (a bad dependency name, an empty
     fallback list). A programming error: do not retry as is."""
+
+
+class ClientClosedError(RuntimeError):
+    """The client was closed: acquire, acquire_first, the guards, retry,
+    first and wait_ready fail at once with this error (no RPC, nothing
+    counted as fail-open). Its message says ``breakerd client is closed``.
+    A report after close is dropped and counted in ``report_errors``."""
+
+    def __init__(self) -> None:
+        super().__init__("breakerd client is closed")

@@ -10,13 +10,14 @@
 // in TRANSIENT_FAILURE (so each probe is a connection attempt), and waiting
 // for the connection within the check's deadline; the first SERVING answer,
 // or any message on the Watch stream (MarkPresent), brings breakerd back. While
-// present the thread waits on a condition variable and sends nothing.
+// present the thread waits on a condition variable and sends nothing. The
+// two changes are logged through a ChangeLog (rate limited), under the
+// presence's lock so that the log follows the order of the changes.
 //
 // Thread-safety: thread-safe.
 #ifndef BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_INTERNAL_SIDECAR_PRESENCE_H_
 #define BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_INTERNAL_SIDECAR_PRESENCE_H_
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "breakerd/internal/change_log.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
@@ -44,14 +46,15 @@ class SidecarPresence {
     std::string target;
     // What the client does while away, for the log line ("failing open").
     std::string while_away;
-    // Receives one line when breakerd goes away and one when it is back.
-    std::function<void(absl::string_view)> log;
+    // Gets the "unreachable" line (wrong) and the "back" line (right).
+    ChangeLog* log = nullptr;
   };
 
   // Starts the probe thread (idle until MarkAway).
-  // REQUIRES: options.channel and options.log set; both intervals positive.
+  // REQUIRES: options.channel and options.log set, the log outliving the
+  // presence; both intervals positive.
   explicit SidecarPresence(Options options);
-  // Cancels a health check in flight and joins the probe thread.
+  // Stop().
   ~SidecarPresence();
 
   SidecarPresence(const SidecarPresence&) = delete;
@@ -67,10 +70,15 @@ class SidecarPresence {
   // breakerd was heard from (`how`, for the log line). Logs if it was away.
   void MarkPresent(absl::string_view how) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Cancels a health check in flight and joins the probe thread; away()
+  // keeps its last answer and no probe runs again. Idempotent.
+  // REQUIRES: not called from the log's sink.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   void ProbeLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks while present, then one probe_interval more. Returns false when
-  // the presence is being destroyed, true when a health check is due.
+  // the presence is stopped, true when a health check is due.
   bool WaitUntilProbeDue() ABSL_LOCKS_EXCLUDED(mu_);
   // One health check; true if breakerd answered SERVING.
   bool Probe() ABSL_LOCKS_EXCLUDED(mu_);
@@ -83,11 +91,13 @@ class SidecarPresence {
   absl::CondVar changed_;
   bool away_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // The health check in flight, for the destructor to cancel.
+  // The health check in flight, for Stop to cancel.
   grpc::ClientContext* probe_context_ ABSL_GUARDED_BY(mu_) = nullptr;
 
+  // Serializes Stop's join.
+  absl::Mutex join_mu_;
   // Last: started once everything above is constructed.
-  std::thread probe_thread_;
+  std::thread probe_thread_ ABSL_GUARDED_BY(join_mu_);
 };
 
 }  // namespace breakerd::client::internal
