@@ -2,6 +2,7 @@ package breakerd
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -11,26 +12,31 @@ import (
 )
 
 // The sidecar is "away" after an Acquire or AcquireFirst RPC failed with
-// DEADLINE_EXCEEDED or UNAVAILABLE (hung, CPU-throttled or gone). While away,
+// UNAVAILABLE, or with DEADLINE_EXCEEDED while breakerd answered nothing
+// after it was sent (hung, CPU-throttled or gone; a timeout while it answers
+// others is only late: answers.go). While away,
 // decisions are made at once from the fail mode with no RPC, Reports are not
 // sent, and probeLoop runs grpc.health.v1.Health/Check every
 // awayProbeInterval; the sidecar is back when a probe answers SERVING or the
 // Watch stream receives something. Nothing runs while it is present.
 
 // marksAway says whether an Acquire/AcquireFirst error means breakerd is not
-// answering in time (as opposed to answering with an error).
+// answering in time (as opposed to answering with an error); unreachable
+// first sets apart the late answers.
 func marksAway(err error) bool {
 	code := status.Code(err)
 	return code == codes.DeadlineExceeded || code == codes.Unavailable
 }
 
-// markAway enters an away spell (logged once) and wakes the probe.
+// markAway enters an away spell (logged, rate limited), answers the
+// decisions waiting in the send window from the fail mode, and wakes the
+// probe.
 func (c *Client) markAway(err error) {
 	if !c.away.CompareAndSwap(false, true) {
 		return
 	}
-	c.sidecarDown.Store(true)
-	c.cfg.logger.Warn("breakerd: sidecar away, failing "+c.failWord()+" with no RPC until it answers a health check",
+	c.window.flush()
+	c.sidecarLog.wrong(slog.LevelWarn, "breakerd: sidecar away, failing "+c.failWord()+" with no RPC until it answers a health check",
 		"target", c.cfg.target, "error", err)
 	select {
 	case c.probeWake <- struct{}{}:
@@ -38,13 +44,13 @@ func (c *Client) markAway(err error) {
 	}
 }
 
-// markBack ends an away spell (logged once); via says what answered.
+// markBack ends an away spell (logged, rate limited); via says what
+// answered.
 func (c *Client) markBack(via string) {
 	if !c.away.CompareAndSwap(true, false) {
 		return
 	}
-	c.sidecarDown.Store(false)
-	c.cfg.logger.Info("breakerd: sidecar back", "target", c.cfg.target, "via", via)
+	c.sidecarLog.right(slog.LevelInfo, "breakerd: sidecar back", "target", c.cfg.target, "via", via)
 }
 
 // awayDecision is the fail-mode decision made with no RPC while away.

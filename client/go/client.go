@@ -45,6 +45,7 @@ type config struct {
 	logger            *slog.Logger
 	classifier        Classifier
 	dialOptions       []grpc.DialOption
+	logClock          logClock // the change logs' clock; replaced in tests
 }
 
 // Option configures a Client; see New.
@@ -88,8 +89,9 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 func WithClassifier(f Classifier) Option { return func(c *config) { c.classifier = f } }
 
 // WithDialOptions adds gRPC dial options (the default is plaintext, which is
-// what a sidecar on loopback or a unix socket needs, and reconnectParams).
-// They apply after the defaults, so they can replace them.
+// what a sidecar on loopback or a unix socket needs, reconnectParams, and a
+// stats handler that notes when breakerd answers: another stats handler
+// adds to it). They apply after the defaults, so they can replace them.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *config) { c.dialOptions = append(c.dialOptions, opts...) }
 }
@@ -109,6 +111,11 @@ var reconnectParams = grpc.ConnectParams{
 	},
 	MinConnectTimeout: 20 * time.Second,
 }
+
+// ErrClosed is returned (errors.Is) by Acquire, AcquireFirst, Do, Guard,
+// Retry, First and WaitReady once Close was called: at once, with no RPC,
+// and not counted as a fail-open decision.
+var ErrClosed = errors.New("breakerd client is closed")
 
 // Stats is a snapshot of the client's counters since New.
 type Stats struct {
@@ -137,14 +144,21 @@ type Client struct {
 	rpc       pb.BreakerClient
 	health    healthpb.HealthClient
 	probeWake chan struct{} // capacity 1: starts probeLoop's work when away begins
+	window    *sendWindow   // Acquire, AcquireFirst and Report RPCs on the wire
+	answers   *answerClock  // when breakerd last answered an RPC
+	// The availability logs (rate limited, see changeLog); each owns its
+	// condition's state.
+	sidecarLog *changeLog // unreachable or away / back
+	lateLog    *changeLog // a decision answered late while breakerd answers others / in time again
+	reportLog  *changeLog // Reports failing / accepted again
+	watchLog   *changeLog // Watch stream lost / back
 
 	cache cache
 
 	failOpen, failClosed, localRejections, reportErrors, watchReconnects, awayDecisions atomic.Uint64
 
-	away          atomic.Bool // decide with no RPC until a probe or the Watch stream answers
-	sidecarDown   atomic.Bool // logged once per change
-	reportFailing atomic.Bool // logged once per change
+	away   atomic.Bool // decide with no RPC until a probe or the Watch stream answers
+	closed atomic.Bool // set first thing in Close
 
 	stopBackground context.CancelFunc // ends watchLoop and probeLoop
 	background     sync.WaitGroup
@@ -164,6 +178,7 @@ func New(opts ...Option) (*Client, error) {
 		backoffMax:        5 * time.Second,
 		awayProbeInterval: 100 * time.Millisecond,
 		classifier:        FromError,
+		logClock:          realClock,
 	}
 	if env := os.Getenv("BREAKERD_ADDR"); env != "" {
 		cfg.target = env
@@ -180,9 +195,11 @@ func New(opts ...Option) (*Client, error) {
 	if cfg.decisionTimeout <= 0 || cfg.backoffBase <= 0 || cfg.backoffMax < cfg.backoffBase || cfg.awayProbeInterval <= 0 {
 		return nil, errors.New("breakerd: decision timeout, watch backoff and away probe interval must be positive, max >= base")
 	}
+	answers := newAnswerClock()
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(reconnectParams),
+		grpc.WithStatsHandler(progressHandler{answers}),
 	}, cfg.dialOptions...)
 	conn, err := grpc.NewClient(cfg.target, dial...)
 	if err != nil {
@@ -190,7 +207,9 @@ func New(opts ...Option) (*Client, error) {
 	}
 	conn.Connect()
 	c := &Client{cfg: cfg, conn: conn, rpc: pb.NewBreakerClient(conn), health: healthpb.NewHealthClient(conn),
-		probeWake: make(chan struct{}, 1)}
+		probeWake: make(chan struct{}, 1), window: newSendWindow(sendWindowLimit), answers: answers,
+		sidecarLog: newChangeLog(cfg.logger, cfg.logClock), lateLog: newChangeLog(cfg.logger, cfg.logClock),
+		reportLog: newChangeLog(cfg.logger, cfg.logClock), watchLog: newChangeLog(cfg.logger, cfg.logClock)}
 	c.cache.entries = make(map[string]cacheEntry)
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopBackground = cancel
@@ -202,12 +221,19 @@ func New(opts ...Option) (*Client, error) {
 }
 
 // Close ends the Watch stream, the away probe and the channel. Safe to call
-// more than once; the Client must not be used afterwards.
+// more than once. Afterwards Acquire, AcquireFirst, Do, Guard, Retry, First
+// and WaitReady return ErrClosed at once, and Report drops its report
+// (counted in Stats.ReportErrors).
 func (c *Client) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.window.close()
 		c.stopBackground()
 		c.background.Wait()
+		for _, l := range []*changeLog{c.sidecarLog, c.lateLog, c.reportLog, c.watchLog} {
+			l.close()
+		}
 		err = c.conn.Close()
 	})
 	return err
@@ -217,15 +243,18 @@ func (c *Client) Close() error {
 // ends (then it returns ctx's error). Optional: call it at startup so the
 // first decisions do not fail open while the connection is being set up (a
 // fresh connection can take longer than the decision timeout). Decisions
-// themselves never wait for the connection.
+// themselves never wait for the connection. ErrClosed after Close.
 func (c *Client) WaitReady(ctx context.Context) error {
 	for {
+		if c.closed.Load() {
+			return ErrClosed
+		}
 		state := c.conn.GetState()
 		switch state {
 		case connectivity.Ready:
 			return nil
 		case connectivity.Shutdown:
-			return errors.New("breakerd: client closed")
+			return ErrClosed
 		case connectivity.Idle:
 			c.conn.Connect()
 		}
@@ -250,12 +279,25 @@ func (c *Client) Stats() Stats {
 // Acquire asks whether dependency may be called now; attempt is 0 for a
 // first try and 1, 2, ... for retries. A refusal is not an error: it is a
 // Decision with Allowed false. The error is for a bad dependency name
-// (INVALID_ARGUMENT), or ctx's own error when ctx ended first; breakerd
-// being unreachable or slower than the decision timeout gives a fail-open
-// (or fail-closed) Decision instead, and so does, with no RPC, breakerd
-// being away (see WithAwayProbeInterval).
+// (INVALID_ARGUMENT), ErrClosed after Close, or ctx's own error when ctx
+// ended first; breakerd being unreachable or slower than the decision
+// timeout gives a fail-open (or fail-closed) Decision instead, and so does,
+// with no RPC, breakerd being away (see WithAwayProbeInterval).
+//
+// At most 32 Acquire, AcquireFirst and Report RPCs are on the wire at once;
+// beyond that a call waits its turn, and the decision timeout runs from
+// when its RPC is sent. If ctx ends while the RPC is in flight, Acquire
+// returns ctx's error at once but the RPC is not cancelled: it stays open up
+// to a second more, and a permit breakerd grants meanwhile is reported
+// cancelled (so is one that comes after the decision timeout).
 func (c *Client) Acquire(ctx context.Context, dependency string, attempt uint32) (Decision, error) {
+	if c.closed.Load() {
+		return Decision{}, ErrClosed
+	}
 	if err := validateDependency(dependency); err != nil {
+		return Decision{}, err
+	}
+	if err := ctx.Err(); err != nil {
 		return Decision{}, err
 	}
 	if d, refused := c.cache.refuse(dependency, time.Now()); refused {
@@ -265,9 +307,10 @@ func (c *Client) Acquire(ctx context.Context, dependency string, attempt uint32)
 	if c.away.Load() {
 		return c.awayDecision(dependency), nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.decisionTimeout)
-	defer cancel()
-	resp, err := c.rpc.Acquire(rctx, &pb.AcquireRequest{Dependency: dependency, Attempt: attempt})
+	req := &pb.AcquireRequest{Dependency: dependency, Attempt: attempt}
+	resp, err := decide(c, ctx,
+		func(rctx context.Context) (*pb.AcquireResponse, error) { return c.rpc.Acquire(rctx, req) },
+		func(late *pb.AcquireResponse) { c.returnPermit(dependency, late.Allowed, late.Permit) })
 	if err != nil {
 		return c.unreachable(ctx, dependency, err)
 	}
@@ -284,8 +327,11 @@ func (c *Client) Acquire(ctx context.Context, dependency string, attempt uint32)
 // granted. Dependencies the Watch cache refuses are dropped before the RPC;
 // if none is left the refusal is local. On fail-open the first remaining
 // dependency is granted (without a permit). Errors as for Acquire, plus an
-// empty list.
+// empty list; the send window and cancellation as for Acquire.
 func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attempt uint32) (Decision, error) {
+	if c.closed.Load() {
+		return Decision{}, ErrClosed
+	}
 	if len(dependencies) == 0 {
 		return Decision{}, status.Error(codes.InvalidArgument, "dependencies: must not be empty")
 	}
@@ -305,6 +351,9 @@ func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attemp
 		}
 		remaining = append(remaining, dep)
 	}
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
 	if len(remaining) == 0 {
 		c.localRejections.Add(1)
 		return local, nil
@@ -312,9 +361,10 @@ func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attemp
 	if c.away.Load() {
 		return c.awayDecision(remaining[0]), nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.decisionTimeout)
-	defer cancel()
-	resp, err := c.rpc.AcquireFirst(rctx, &pb.AcquireFirstRequest{Dependencies: remaining, Attempt: attempt})
+	req := &pb.AcquireFirstRequest{Dependencies: remaining, Attempt: attempt}
+	resp, err := decide(c, ctx,
+		func(rctx context.Context) (*pb.AcquireFirstResponse, error) { return c.rpc.AcquireFirst(rctx, req) },
+		func(late *pb.AcquireFirstResponse) { c.returnPermit(late.Dependency, late.Allowed, late.Permit) })
 	if err != nil {
 		d, err := c.unreachable(ctx, remaining[0], err)
 		if !d.Allowed {
@@ -332,29 +382,54 @@ func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attemp
 
 // Report tells breakerd how the call allowed with permit went. A permit of
 // 0 (fail-open) is not sent. Report never fails the caller: errors are
-// counted (Stats.ReportErrors) and logged once per change, and so are
-// Reports not sent because the sidecar is away. It is not cut short by
-// ctx's cancellation (only by the decision timeout), so it can be called
-// after the caller gave up.
+// counted (Stats.ReportErrors) and logged (rate limited, see the client
+// README), and so are Reports not sent because the sidecar is away or the
+// client is closed. It is not cut short by ctx's cancellation (only by the
+// decision timeout, from when it is sent), so it can be called after the
+// caller gave up.
 func (c *Client) Report(ctx context.Context, dependency string, permit uint64, outcome Outcome) {
+	c.report(ctx, dependency, permit, outcome, false)
+}
+
+// returnPermit reports a permit that arrived after its caller stopped
+// waiting: the call was never made. Sent even while away.
+func (c *Client) returnPermit(dependency string, allowed bool, permit uint64) {
+	if allowed && permit != 0 {
+		c.report(context.Background(), dependency, permit, Explicit(ClassCancelled), true)
+	}
+}
+
+// report is Report; keep sends it even while away (a late permit going back).
+func (c *Client) report(ctx context.Context, dependency string, permit uint64, outcome Outcome, keep bool) {
 	if permit == 0 {
 		return
 	}
-	if c.away.Load() {
+	if c.closed.Load() || c.away.Load() && !keep {
 		c.reportErrors.Add(1)
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.decisionTimeout)
-	defer cancel()
-	if _, err := c.rpc.Report(rctx, outcome.request(dependency, permit)); err != nil {
+	req := outcome.request(dependency, permit)
+	_, err := send(c, context.WithoutCancel(ctx), laneReport, keep,
+		func(rctx context.Context) (*pb.ReportResponse, error) { return c.rpc.Report(rctx, req) },
+		func(_ *pb.ReportResponse, err error, _ bool) { c.reported(dependency, err) })
+	if errors.Is(err, errNotSent) {
+		c.reportErrors.Add(1) // dropped from the queue: away or closed
+	}
+}
+
+// reported counts and logs how a Report RPC ended (late ones too).
+func (c *Client) reported(dependency string, err error) {
+	if err != nil {
 		c.reportErrors.Add(1)
-		if c.reportFailing.CompareAndSwap(false, true) {
-			c.cfg.logger.Warn("breakerd: Report failing", "dependency", dependency, "error", err)
+		if c.closed.Load() {
+			return // cut short by Close: nothing to tell
 		}
+		c.reportLog.wrong(slog.LevelWarn, "breakerd: Report failing, counting report errors until one is accepted",
+			"target", c.cfg.target, "dependency", dependency, "error", err)
 		return
 	}
-	if c.reportFailing.CompareAndSwap(true, false) {
-		c.cfg.logger.Info("breakerd: Report working again")
+	if c.reportLog.isWrong() {
+		c.reportLog.right(slog.LevelInfo, "breakerd: Reports accepted again", "target", c.cfg.target)
 	}
 }
 
@@ -366,9 +441,12 @@ func (c *Client) CachedState(dependency string) (State, bool) {
 }
 
 // unreachable turns an RPC error into a fail-open/closed decision for
-// dependency, except INVALID_ARGUMENT (the caller's bug) and the caller's
-// own ctx ending, which are returned. A timeout or UNAVAILABLE also marks
-// the sidecar away.
+// dependency, except INVALID_ARGUMENT (the caller's bug), the caller's own
+// ctx ending and the client closing, which are returned. UNAVAILABLE, or a
+// timeout with nothing answered by breakerd after the RPC was sent, also
+// marks the sidecar away; a timeout while breakerd answered other RPCs is
+// one late answer (answers.go). A call dropped from the send window because
+// the sidecar went away meanwhile is an away decision.
 func (c *Client) unreachable(ctx context.Context, dependency string, err error) (Decision, error) {
 	if status.Code(err) == codes.InvalidArgument {
 		return Decision{}, err
@@ -376,10 +454,23 @@ func (c *Client) unreachable(ctx context.Context, dependency string, err error) 
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return Decision{}, ctxErr
 	}
-	if marksAway(err) {
+	if c.closed.Load() {
+		return Decision{}, ErrClosed
+	}
+	var late *lateError
+	switch {
+	case errors.Is(err, errNotSent):
+		return c.awayDecision(dependency), nil
+	case errors.As(err, &late) && c.answers.answeredSince(late.sentAt):
+		if !c.lateLog.isWrong() {
+			c.lateLog.wrong(slog.LevelWarn, "breakerd: late with a decision while answering others; that decision failed "+
+				c.failWord()+", and breakerd is not marked away", "target", c.cfg.target, "error", err)
+		}
+	case marksAway(err):
 		c.markAway(err)
-	} else if c.sidecarDown.CompareAndSwap(false, true) {
-		c.cfg.logger.Warn("breakerd: sidecar unreachable, failing "+c.failWord(), "target", c.cfg.target, "error", err)
+	case !c.sidecarLog.isWrong():
+		c.sidecarLog.wrong(slog.LevelWarn, "breakerd: sidecar unreachable, failing "+c.failWord(),
+			"target", c.cfg.target, "error", err)
 	}
 	return c.failDecision(dependency), nil
 }
@@ -394,9 +485,14 @@ func (c *Client) failDecision(dependency string) Decision {
 	return Decision{Allowed: true, Dependency: dependency, Source: SourceFailOpen}
 }
 
+// reachable: breakerd answered an Acquire in time (cheap when nothing
+// changed).
 func (c *Client) reachable() {
-	if c.sidecarDown.CompareAndSwap(true, false) {
-		c.cfg.logger.Info("breakerd: sidecar reachable again", "target", c.cfg.target)
+	if c.sidecarLog.isWrong() {
+		c.sidecarLog.right(slog.LevelInfo, "breakerd: sidecar reachable again", "target", c.cfg.target)
+	}
+	if c.lateLog.isWrong() {
+		c.lateLog.right(slog.LevelInfo, "breakerd: answers decisions in time again", "target", c.cfg.target)
 	}
 }
 

@@ -42,6 +42,22 @@ func newClient(t *testing.T, target string, opts ...breakerd.Option) *breakerd.C
 	return c
 }
 
+// newDefaultClient connects to s with the client's defaults (the 20 ms
+// decision timeout: what the conformance scenarios run with), logging to t.
+func newDefaultClient(t *testing.T, target string, opts ...breakerd.Option) *breakerd.Client {
+	t.Helper()
+	base := []breakerd.Option{
+		breakerd.WithTarget(target),
+		breakerd.WithLogger(slog.New(slog.NewTextHandler(testLog{t}, nil))),
+	}
+	c, err := breakerd.New(append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 var errBoom = errors.New("boom")
 
 // 1. The guard reports each class as breakerd counts it, returns the call's
@@ -195,9 +211,12 @@ func TestLocalRefusalFromAnotherClient(t *testing.T) {
 	}
 }
 
+// conformance: shadow
+//
 // 2b. A shadow breaker (payments/* in testConfig) is never refused locally:
-// its OPEN reaches the cache, yet Acquire goes to breakerd, which allows it.
-// An enforcing breaker tripped the same way is refused LOCAL.
+// its OPEN reaches the cache (mode shadow), yet 20 guarded calls all run,
+// each decided and allowed by breakerd (SIDECAR, never LOCAL). An enforcing
+// breaker tripped the same way is refused LOCAL.
 func TestShadowBreakerNotRefusedLocally(t *testing.T) {
 	s := startSidecar(t)
 	ctx := context.Background()
@@ -238,6 +257,30 @@ func TestShadowBreakerNotRefusedLocally(t *testing.T) {
 	}
 	if got := s.acquires(shadow); got != acquires+2 {
 		t.Errorf("breakerd_acquire_total for %s went %v -> %v, want +2", shadow, acquires, got)
+	}
+
+	// 20 guarded calls: all run, every decision breakerd's (it counts them
+	// shadow_rejected_open: would have been refused, was allowed).
+	decided := s.acquires(shadow)
+	failOpen := watcher.Stats().FailOpen
+	ran := 0
+	for i := range 20 {
+		if err := watcher.Do(ctx, shadow, func(context.Context) error { ran++; return nil }); err != nil {
+			t.Errorf("guarded call %d of the shadow breaker: %v", i, err)
+		}
+	}
+	if ran != 20 {
+		t.Errorf("%d of 20 guarded calls ran", ran)
+	}
+	if got := s.acquires(shadow); got != decided+20 {
+		t.Errorf("breakerd decided %v of the 20 guarded calls; want all 20", got-decided)
+	}
+	if st := watcher.Stats(); st.LocalRejections != rejections || st.FailOpen != failOpen {
+		t.Errorf("stats %+v: want no LOCAL refusal and no fail-open (LocalRejections %d, FailOpen %d before)",
+			st, rejections, failOpen)
+	}
+	if st, ok := watcher.CachedState(shadow); !ok || st != breakerd.StateOpen {
+		t.Errorf("cache says %v (%v) for %s after the calls; want still OPEN", st, ok, shadow)
 	}
 
 	// The control: the enforcing breaker is refused locally.
@@ -487,39 +530,6 @@ func TestWatchReconnect(t *testing.T) {
 	// And the sidecar path works again.
 	if d, err := c.Acquire(ctx, "watch/c", 0); err != nil || d.Source != breakerd.SourceSidecar {
 		t.Errorf("Acquire(watch/c) after restart = %+v, %v", d, err)
-	}
-}
-
-// WaitReady returns once the channel is connected, ctx's error when nothing
-// answers at the target, and an error at once after Close.
-func TestWaitReady(t *testing.T) {
-	s := startSidecar(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c := newClient(t, s.addr)
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatalf("WaitReady with breakerd up: %v", err)
-	}
-	if d, err := c.Acquire(ctx, "ready/dep", 0); err != nil || d.Source != breakerd.SourceSidecar {
-		t.Errorf("Acquire after WaitReady = %+v, %v; want SIDECAR", d, err)
-	}
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nobody := ln.Addr().String()
-	_ = ln.Close()
-	absent := newClient(t, nobody)
-	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancelShort()
-	if err := absent.WaitReady(short); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("WaitReady with nothing at %s = %v; want context.DeadlineExceeded", nobody, err)
-	}
-
-	_ = c.Close()
-	if err := c.WaitReady(ctx); err == nil || ctx.Err() != nil {
-		t.Errorf("WaitReady after Close = %v (ctx: %v); want an error at once", err, ctx.Err())
 	}
 }
 

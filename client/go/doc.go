@@ -19,13 +19,18 @@
 // A Client keeps one Watch stream and refuses locally, with no RPC, while a
 // dependency's breaker is open (cooldown still running) or forced open, and
 // its policy enforces (a shadow breaker is never refused locally).
-// When breakerd is unreachable or slower than the decision timeout (20 ms)
-// decisions fail open (or closed, WithFailMode(FailClosed)). After such a
-// timeout or UNAVAILABLE the sidecar is away: decisions fail open (or
-// closed) at once with no RPC and Reports are not sent, until a background
-// health check (every 100 ms, WithAwayProbeInterval) or the Watch stream
-// hears from it. Report errors never reach the caller. Stats returns the
-// client's counters.
+// When breakerd is unreachable or slower than the decision timeout (20 ms,
+// from when the RPC is sent; at most 32 RPCs are on the wire, the rest wait
+// their turn) decisions fail open (or closed, WithFailMode(FailClosed)).
+// After UNAVAILABLE, or a timeout with nothing answered by breakerd since
+// that RPC was sent, the sidecar is away: decisions fail open (or closed) at
+// once with no RPC and Reports are not sent, until a background health
+// check (every 100 ms, WithAwayProbeInterval) or the Watch stream hears from
+// it. A timeout while breakerd answers other RPCs fails that decision alone.
+// Report errors never reach the caller. The availability log is rate
+// limited (one line per 10 s per kind, with the count of changes held
+// back). Stats returns the client's counters; after Close every call
+// returns ErrClosed.
 //
 // The generated gRPC stubs are in the breakerdv1 subpackage.
 package breakerd

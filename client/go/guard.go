@@ -10,8 +10,18 @@ import (
 // Do guards one call to dependency: Acquire; if refused, return an
 // *OpenError (errors.Is(err, ErrBreakerOpen)) without calling fn. Otherwise
 // run fn, Report its outcome (the client's Classifier applied to fn's error,
-// with the measured latency) and return fn's error unchanged. If fn panics
-// the permit is reported as cancelled and the panic goes on.
+// with the measured latency) and return fn's error unchanged. The permit is
+// reported exactly once:
+//
+//   - fn failed after the caller cancelled ctx: cancelled (the caller gave
+//     up; the classifier is not asked);
+//   - fn panics: cancelled, and the panic goes on;
+//   - the classifier panics: what FromError makes of fn's error, and the
+//     classifier's panic goes on to the caller.
+//
+// If ctx ends while the Acquire is in flight, Do returns ctx's error at once
+// without calling fn (a permit that arrives later is reported cancelled; see
+// Acquire). After Close it returns ErrClosed without calling fn.
 func (c *Client) Do(ctx context.Context, dependency string, fn func(context.Context) error) error {
 	_, _, err := c.try(ctx, dependency, 0, fn)
 	return err
@@ -41,20 +51,40 @@ func (c *Client) try(ctx context.Context, dep string, attempt uint32, fn func(co
 	return true, o, err
 }
 
-// runGranted runs fn under an allowed decision and reports it exactly once.
+// runGranted runs fn under an allowed decision and reports it exactly once
+// (see Do).
 func (c *Client) runGranted(ctx context.Context, d Decision, fn func(context.Context) error) (Outcome, error) {
 	start := time.Now()
-	reported := false
+	var (
+		err             error
+		latency         time.Duration
+		ran, classified bool
+	)
 	defer func() {
-		if !reported { // fn panicked or called runtime.Goexit
+		switch {
+		case classified:
+		case ran: // the classifier panicked (or called runtime.Goexit)
+			c.Report(ctx, d.Dependency, d.Permit, c.outcomeOf(ctx, err, FromError).WithLatency(latency))
+		default: // fn panicked or called runtime.Goexit
 			c.Report(ctx, d.Dependency, d.Permit, Explicit(ClassCancelled).WithLatency(time.Since(start)))
 		}
 	}()
-	err := fn(ctx)
-	o := c.cfg.classifier(err).WithLatency(time.Since(start))
-	reported = true
+	err = fn(ctx)
+	latency, ran = time.Since(start), true
+	o := c.outcomeOf(ctx, err, c.cfg.classifier).WithLatency(latency)
+	classified = true
 	c.Report(ctx, d.Dependency, d.Permit, o)
 	return o, err
+}
+
+// outcomeOf classifies fn's error: cancelled when fn failed after the
+// caller cancelled ctx (whatever error the upstream call made of that), else
+// what classify says.
+func (c *Client) outcomeOf(ctx context.Context, err error, classify Classifier) Outcome {
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		return Explicit(ClassCancelled)
+	}
+	return classify(err)
 }
 
 // RetryOptions configures Retry. Zero fields take the defaults.
@@ -94,6 +124,7 @@ func (o RetryOptions) sleepBefore(attempt int) time.Duration {
 // (success, bad request, auth error, cancelled, soft failure: fn's error is
 // returned). Otherwise it returns the last attempt's error. If ctx ends
 // during a backoff sleep, ctx's error is returned joined with the last one.
+// After Close it returns ErrClosed without calling fn.
 func (c *Client) Retry(ctx context.Context, dependency string, opts RetryOptions, fn func(context.Context) error) error {
 	opts = opts.withDefaults()
 	var last error
@@ -117,12 +148,16 @@ func (c *Client) Retry(ctx context.Context, dependency string, opts RetryOptions
 }
 
 // First runs fn with the first dependency breakerd grants (AcquireFirst),
-// as a guarded call. If that call fails, it goes on with the dependencies
-// after the granted one (a new AcquireFirst); it returns nil at the first
-// success. When no dependency is granted it returns the *OpenError of that
-// answer (joined with the previous call's error, if one failed); when the
-// list runs out after a failure, that failure. On fail-open the first
-// remaining dependency runs. It stops early if ctx ends.
+// as a guarded call. If that call fails with an outcome worth retrying
+// (timeout, connection error, server error, rate limited), it goes on with
+// the dependencies after the granted one (a new AcquireFirst); after one
+// that is not (bad request, auth error, cancelled, soft failure) it stops
+// and returns that call's error. It returns nil at the first success. When
+// no dependency is granted it returns the *OpenError of that answer (joined
+// with the previous call's error, if one failed); when the list runs out
+// after a failure, that failure. On fail-open the first remaining
+// dependency runs. It stops early if ctx ends. After Close it returns
+// ErrClosed without calling fn.
 func (c *Client) First(ctx context.Context, dependencies []string, fn func(ctx context.Context, dependency string) error) error {
 	remaining := dependencies
 	var callErr error
@@ -137,12 +172,12 @@ func (c *Client) First(ctx context.Context, dependencies []string, fn func(ctx c
 			}
 			return openError(d)
 		}
-		_, err = c.runGranted(ctx, d, func(ctx context.Context) error { return fn(ctx, d.Dependency) })
+		o, err := c.runGranted(ctx, d, func(ctx context.Context) error { return fn(ctx, d.Dependency) })
 		if err == nil {
 			return nil
 		}
 		callErr = err
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !o.retryable() {
 			return err
 		}
 		remaining = remaining[indexOf(remaining, d.Dependency)+1:]

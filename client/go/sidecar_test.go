@@ -69,6 +69,12 @@ type sidecar struct {
 // startSidecar starts breakerd on a free loopback port.
 func startSidecar(t *testing.T) *sidecar {
 	t.Helper()
+	return startSidecarAt(t, "127.0.0.1:0")
+}
+
+// startSidecarAt starts breakerd listening on addr.
+func startSidecarAt(t *testing.T, addr string) *sidecar {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(testConfig), 0o600); err != nil {
 		t.Fatal(err)
@@ -76,7 +82,7 @@ func startSidecar(t *testing.T) *sidecar {
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(adminToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := launch(t, dir, "127.0.0.1:0")
+	s, err := launch(t, dir, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,6 +351,106 @@ func (s *sidecar) reports(dep, class, effect string) float64 {
 // acquires is breakerd_acquire_total for dep, every decision.
 func (s *sidecar) acquires(dep string) float64 {
 	return s.metric("breakerd_acquire_total", map[string]string{"dependency": dep})
+}
+
+// freeAddr is a loopback address nothing listens on (a port just freed).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// everyPermitReported waits up to 3 s for breakerd's reports of dep to
+// equal its granted permits (allowed and probe Acquires).
+func everyPermitReported(t *testing.T, s *sidecar, dep string) {
+	t.Helper()
+	var granted, reported float64
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		granted = s.metric("breakerd_acquire_total", map[string]string{"dependency": dep, "decision": "allowed"}) +
+			s.metric("breakerd_acquire_total", map[string]string{"dependency": dep, "decision": "probe"})
+		reported = s.metric("breakerd_reports_total", map[string]string{"dependency": dep})
+		if granted == reported || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if granted != reported {
+		t.Errorf("%s: breakerd granted %v permits and received %v reports; want every permit reported", dep, granted, reported)
+	}
+}
+
+// clockTicks is the unit of /proc's CPU times (getconf CLK_TCK; 100 where
+// it cannot be asked).
+var clockTicks = sync.OnceValue(func() float64 {
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if err != nil {
+		return 100
+	}
+	if n, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64); err == nil && n > 0 {
+		return n
+	}
+	return 100
+})
+
+// busyTicks is the CPU time the whole machine has spent busy (/proc/stat:
+// every field but idle and iowait).
+func busyTicks(t *testing.T) float64 {
+	t.Helper()
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(stat), "\n")
+	fields := strings.Fields(line)[1:]
+	var busy float64
+	for i, f := range fields[:min(8, len(fields))] { // user nice system idle iowait irq softirq steal
+		if v, err := strconv.ParseFloat(f, 64); err == nil && i != 3 && i != 4 {
+			busy += v
+		}
+	}
+	return busy
+}
+
+// processTicks is the CPU time process pid has used, all its threads.
+func processTicks(t *testing.T, pid int) float64 {
+	t.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return utime + stime
+}
+
+// cpuOfOthers starts measuring how many CPUs processes other than this test
+// and pids keep busy; the function returned gives their average since. On a
+// shared machine other programs' work delays every process now and then by
+// tens of milliseconds, whatever the client does (the Node client's
+// cpuOfOthers, Python's cpu_of_others).
+func cpuOfOthers(t *testing.T, pids ...int) func() float64 {
+	t.Helper()
+	ours := append([]int{os.Getpid()}, pids...)
+	oursTicks := func() float64 {
+		var sum float64
+		for _, pid := range ours {
+			sum += processTicks(t, pid)
+		}
+		return sum
+	}
+	busy, mine, started := busyTicks(t), oursTicks(), time.Now()
+	return func() float64 {
+		elapsed := max(time.Since(started).Seconds(), 1/clockTicks())
+		theirs := busyTicks(t) - busy - (oursTicks() - mine)
+		return max(0, theirs) / clockTicks() / elapsed
+	}
 }
 
 // eventually polls cond every 10 ms for up to 10 s.

@@ -2,6 +2,7 @@ package breakerd
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -92,7 +93,8 @@ func (c *Client) watchLoop(ctx context.Context) {
 			return
 		}
 		if live {
-			c.cfg.logger.Info("breakerd: Watch stream lost, local cache cleared", "error", err)
+			c.watchLog.wrong(slog.LevelInfo, "breakerd: Watch stream lost, local cache cleared until it is back",
+				"target", c.cfg.target, "error", err)
 			backoff = c.cfg.backoffBase
 		}
 		timer := time.NewTimer(rand.N(backoff + 1))
@@ -121,8 +123,7 @@ func (c *Client) watchOnce(ctx context.Context) (live bool, err error) {
 		return false, err
 	}
 	if md, err := stream.Header(); err == nil && len(md.Get(watchSubscribedHeader)) > 0 {
-		live = true
-		c.markBack("watch stream")
+		c.watchLive(&live)
 	}
 	for {
 		ch, err := stream.Recv()
@@ -130,7 +131,17 @@ func (c *Client) watchOnce(ctx context.Context) (live bool, err error) {
 			return live, err
 		}
 		c.cache.apply(ch, time.Now())
-		live = true
-		c.markBack("watch stream")
+		c.watchLive(&live)
 	}
+}
+
+// watchLive: breakerd subscribed the stream or sent on it.
+func (c *Client) watchLive(live *bool) {
+	if !*live {
+		*live = true
+		if c.watchLog.isWrong() {
+			c.watchLog.right(slog.LevelInfo, "breakerd: Watch stream back", "target", c.cfg.target)
+		}
+	}
+	c.markBack("watch stream")
 }
