@@ -1,21 +1,33 @@
 package io.breakerd.client;
 
+import com.google.common.util.concurrent.ListenableFuture;
 import io.breakerd.v1.AcquireFirstRequest;
 import io.breakerd.v1.AcquireFirstResponse;
 import io.breakerd.v1.AcquireRequest;
 import io.breakerd.v1.AcquireResponse;
 import io.breakerd.v1.BreakerGrpc;
+import io.breakerd.v1.BreakerStatus;
 import io.breakerd.v1.GetStateRequest;
 import io.breakerd.v1.ReportRequest;
 import io.grpc.ConnectivityState;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
+import io.grpc.ManagedChannelBuilder;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.health.v1.HealthCheckRequest;
 import io.grpc.health.v1.HealthCheckResponse;
 import io.grpc.health.v1.HealthGrpc;
+import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.shaded.io.netty.channel.EventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.grpc.netty.shaded.io.netty.channel.epoll.Epoll;
+import io.grpc.netty.shaded.io.netty.channel.epoll.EpollIoHandler;
+import io.grpc.netty.shaded.io.netty.channel.epoll.EpollSocketChannel;
+import io.grpc.netty.shaded.io.netty.channel.nio.NioIoHandler;
+import io.grpc.netty.shaded.io.netty.channel.socket.nio.NioSocketChannel;
+import io.grpc.netty.shaded.io.netty.util.concurrent.DefaultThreadFactory;
 import io.grpc.stub.StreamObserver;
 import java.lang.System.Logger.Level;
 import java.lang.reflect.UndeclaredThrowableException;
@@ -25,12 +37,12 @@ import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.LongAdder;
 
@@ -53,38 +65,63 @@ import java.util.concurrent.atomic.LongAdder;
  * refuse calls to open breakers locally, without an RPC (never to a breaker in
  * shadow mode, which breakerd always allows).
  *
- * <p>Every Acquire, AcquireFirst and Report RPC has the decision timeout as
- * deadline and is never wait-for-ready. When breakerd cannot answer, the
+ * <p>Every Acquire, AcquireFirst and Report RPC waits at most the decision
+ * timeout for its answer and is never wait-for-ready. When breakerd cannot answer, the
  * decision is {@link Decision.Source#FAIL_OPEN} (allowed, permit 0) or, with
  * {@link FailMode#CLOSED}, {@link Decision.Source#FAIL_CLOSED} (refused); the
  * client logs once when breakerd becomes unreachable and once when it is back
  * (logger {@code io.breakerd.client.BreakerdClient}, {@link System.Logger}), at
  * most one line per 10 s of each, the next line counting the changes not logged
- * meanwhile (so a flapping sidecar cannot flood the log). Acquire, AcquireFirst
- * and Report do not heed the calling thread's interrupt flag (their deadline
- * bounds them; the flag is kept), so a cancelled task still reports its permit.
+ * meanwhile (so a flapping sidecar cannot flood the log). At most
+ * {@value SendWindow#LIMIT} of these RPCs are on the wire at once; more wait
+ * their turn (reports first). The decision timeout runs from when the request
+ * is written to the connection (from when the RPC starts if the channel is not
+ * connected), and is judged on the connection's own I/O thread after it has
+ * read what breakerd sent, so it measures breakerd, not the application's own
+ * burst or a JVM pause; an RPC whose caller stopped waiting stays open
+ * {@value UnarySender#LATE_ANSWER_SECONDS} s more, and a permit that arrives then is
+ * reported CANCELLED rather than lost.
  * Report errors never reach the caller: they are counted in {@link #stats()}.
  * INVALID_ARGUMENT from breakerd (e.g. a malformed dependency name) is a
  * programming error and is thrown as {@link IllegalArgumentException}.
  *
- * <p>When an Acquire or AcquireFirst RPC fails with DEADLINE_EXCEEDED or
- * UNAVAILABLE, breakerd is <em>away</em>: until it is back, decisions fail open
+ * <p>When an Acquire or AcquireFirst RPC fails with UNAVAILABLE, or times out
+ * while breakerd answered no other RPC of this client since its request was
+ * written, breakerd is <em>away</em> (a timeout while it answers others is one
+ * late answer: that decision alone fails open): until it is back, decisions fail open
  * (or closed) at once without an RPC (counted in {@link Stats#awayDecisions()})
  * and Reports are not sent (counted in {@link Stats#reportErrors()}), so a hung
  * sidecar does not cost every call the decision timeout. Meanwhile a
  * {@code grpc.health.v1.Health/Check} probe runs every away probe interval; the
  * client is back when it answers SERVING or the Watch stream delivers a message.
+ * Callers still waiting for a place in the window are then answered at once
+ * from the fail mode.
+ *
+ * <p>Interrupts: {@link #acquire}, {@link #acquireFirst} and Reports do not heed
+ * the calling thread's interrupt flag (their timeout bounds them; the flag is
+ * kept), so a cancelled task still gets its decision and reports its permit.
+ * The guards ({@link #call}, {@link #retry}, {@link #first}) give up at once
+ * when interrupted while they wait for a decision and throw
+ * {@link InterruptedException}; the Acquire RPC is not cancelled with them (it
+ * stays open until {@value UnarySender#LATE_ANSWER_SECONDS} s past its timeout), and a
+ * permit it brings is reported {@link Outcome.Kind#CANCELLED}.
+ *
+ * <p>After {@link #close()} every decision, guard and {@link #awaitReady} throws
+ * {@link ClientClosedException} at once, without an RPC.
  */
 public final class BreakerdClient implements AutoCloseable {
 
   /** The target used when neither the builder nor {@code BREAKERD_ADDR} names one. */
   public static final String DEFAULT_TARGET = "127.0.0.1:50051";
 
-  /** The default deadline of each Acquire, AcquireFirst and Report RPC: 20 ms. */
+  /** How long each Acquire, AcquireFirst and Report waits for its answer by default: 20 ms. */
   public static final Duration DEFAULT_DECISION_TIMEOUT = Duration.ofMillis(20);
 
   /** The default time between health probes while breakerd is away: 100 ms. */
   public static final Duration DEFAULT_AWAY_PROBE_INTERVAL = Duration.ofMillis(100);
+
+  /** How often {@link #awaitReady} looks at the connection while it waits. */
+  private static final long READY_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
 
   /** The health of the whole server (service ""). */
   private static final HealthCheckRequest HEALTH_CHECK = HealthCheckRequest.getDefaultInstance();
@@ -97,12 +134,18 @@ public final class BreakerdClient implements AutoCloseable {
   private final long awayProbeIntervalNanos;
   private final FailMode failMode;
   private final ManagedChannel channel;
-  private final BreakerGrpc.BreakerBlockingStub stub; // awaitReady only
-  /** Acquire, AcquireFirst and Report: answers awaited without regard to interrupts. */
-  private final BreakerGrpc.BreakerFutureStub decisions;
+  /** The connection's I/O thread, owned by this client; null if the transport is not Netty. */
+  private final EventLoopGroup io;
+  /** Acquire, AcquireFirst and Report RPCs, through {@link #window}. */
+  private final UnarySender sender;
+  /** awaitReady's GetState. */
+  private final BreakerGrpc.BreakerFutureStub readiness;
   private final HealthGrpc.HealthStub health;
-  private final ScheduledExecutorService scheduler; // Watch reconnects and away probes
+  /** Watch reconnects, away probes, log lines (and RPC timeouts if the transport is not Netty). */
+  private final ScheduledThreadPoolExecutor scheduler;
   private final WatchCache watch; // null when watch is off
+  /** At most {@value SendWindow#LIMIT} Acquire, AcquireFirst and Report RPCs on the wire. */
+  private final SendWindow window = new SendWindow(SendWindow.LIMIT);
 
   private final LongAdder failOpen = new LongAdder();
   private final LongAdder failClosed = new LongAdder();
@@ -114,6 +157,8 @@ public final class BreakerdClient implements AutoCloseable {
   private final AtomicBoolean away = new AtomicBoolean();
   /** A probe is scheduled or in flight (at most one chain of them runs). */
   private final AtomicBoolean probing = new AtomicBoolean();
+  /** Set once by {@link #close()}: everything after it throws {@link ClientClosedException}. */
+  private final AtomicBoolean closed = new AtomicBoolean();
   /** Wrong while breakerd did not answer and was not heard from since; rate-limited lines. */
   private final ChangeLog sidecarLog;
   /** Wrong while Reports fail; rate-limited lines. */
@@ -124,16 +169,27 @@ public final class BreakerdClient implements AutoCloseable {
     this.timeoutNanos = b.decisionTimeout.toNanos();
     this.awayProbeIntervalNanos = b.awayProbeInterval.toNanos();
     this.failMode = b.failMode;
-    this.channel = Grpc.newChannelBuilder(target, InsecureChannelCredentials.create()).build();
-    this.stub = BreakerGrpc.newBlockingStub(channel);
-    // The answer only completes a future; the caller's thread does the rest.
-    this.decisions = BreakerGrpc.newFutureStub(channel).withExecutor(Runnable::run);
-    this.health = HealthGrpc.newStub(channel);
-    this.scheduler = Executors.newSingleThreadScheduledExecutor(r -> {
+    ManagedChannelBuilder<?> channelBuilder =
+        Grpc.newChannelBuilder(target, InsecureChannelCredentials.create());
+    this.scheduler = new ScheduledThreadPoolExecutor(1, r -> {
       Thread t = new Thread(r, "breakerd-client");
       t.setDaemon(true);
       return t;
     });
+    scheduler.setRemoveOnCancelPolicy(true); // an RPC's timeout is cancelled when it is answered
+    // close(): drop the probes and held-back lines, write the lines already queued.
+    scheduler.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+    scheduler.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
+    this.io = channelBuilder instanceof NettyChannelBuilder netty
+        ? ownIoThread(netty, target) : null;
+    this.channel = channelBuilder.build();
+    // RPC timeouts run on the connection's I/O thread, which reads what
+    // breakerd sent before it runs a due timeout: a starved or paused JVM does
+    // not time out answers already received.
+    this.sender = new UnarySender(channel, window, timeoutNanos,
+        io != null ? io.next() : scheduler, io != null, closed::get, away::get);
+    this.readiness = BreakerGrpc.newFutureStub(channel);
+    this.health = HealthGrpc.newStub(channel);
     this.sidecarLog = newChangeLog();
     this.reportLog = newChangeLog();
     if (b.watch) {
@@ -144,6 +200,23 @@ public final class BreakerdClient implements AutoCloseable {
       this.watch = null;
       channel.getState(true); // connect now rather than on the first Acquire
     }
+  }
+
+  /**
+   * Gives {@code netty} a one-thread event loop group of its own (epoll when
+   * available, as gRPC's default is), so that RPC timeouts can run on the
+   * connection's I/O thread.
+   */
+  private static EventLoopGroup ownIoThread(NettyChannelBuilder netty, String target) {
+    boolean epoll = Epoll.isAvailable();
+    EventLoopGroup group = new MultiThreadIoEventLoopGroup(1,
+        new DefaultThreadFactory("breakerd-client-io", true),
+        epoll ? EpollIoHandler.newFactory() : NioIoHandler.newFactory());
+    netty.eventLoopGroup(group);
+    if (!target.startsWith("unix")) { // unix: targets come with gRPC's epoll domain socket type
+      netty.channelType(epoll ? EpollSocketChannel.class : NioSocketChannel.class);
+    }
+    return group;
   }
 
   /** A builder with the defaults. */
@@ -161,20 +234,37 @@ public final class BreakerdClient implements AutoCloseable {
    * once at startup so that the first decisions of a fresh process are not
    * fail-open because the connection (and, in a cold JVM, the RPC code path)
    * is still being set up. Makes one wait-for-ready GetState RPC for a name no
-   * breaker has; creates nothing.
+   * breaker has; creates nothing. While it waits, the channel's reconnect
+   * backoff is reset every 100 ms, so a breakerd that starts meanwhile is found
+   * at once rather than at gRPC's next attempt (1 s and more apart). An
+   * interrupt ends the wait (false; the flag is kept).
    *
    * @return whether breakerd answered in time
+   * @throws ClientClosedException if the client is closed
    */
   public boolean awaitReady(Duration timeout) {
-    try {
-      stub.withWaitForReady()
-          .withDeadlineAfter(timeout.toNanos(), TimeUnit.NANOSECONDS)
-          .getState(GetStateRequest.newBuilder().setDependency("breakerd-client/ready").build());
-      return true;
-    } catch (StatusRuntimeException e) {
-      Status.Code code = e.getStatus().getCode();
-      return code != Status.Code.DEADLINE_EXCEEDED && code != Status.Code.UNAVAILABLE
-          && code != Status.Code.CANCELLED;
+    checkOpen();
+    ListenableFuture<BreakerStatus> rpc = readiness.withWaitForReady()
+        .withDeadlineAfter(timeout.toNanos(), TimeUnit.NANOSECONDS)
+        .getState(GetStateRequest.newBuilder().setDependency("breakerd-client/ready").build());
+    while (true) {
+      try {
+        rpc.get(READY_POLL_NANOS, TimeUnit.NANOSECONDS);
+        return true;
+      } catch (TimeoutException stillWaiting) {
+        if (channel.getState(false) == ConnectivityState.TRANSIENT_FAILURE) {
+          channel.resetConnectBackoff();
+        }
+      } catch (ExecutionException e) {
+        checkOpen();
+        Status.Code code = Status.fromThrowable(e.getCause()).getCode();
+        return code != Status.Code.DEADLINE_EXCEEDED && code != Status.Code.UNAVAILABLE
+            && code != Status.Code.CANCELLED;
+      } catch (InterruptedException e) {
+        rpc.cancel(false);
+        Thread.currentThread().interrupt();
+        return false;
+      }
     }
   }
 
@@ -184,11 +274,14 @@ public final class BreakerdClient implements AutoCloseable {
   }
 
   /**
-   * Asks whether {@code dependency} may be called now (a first try).
+   * Asks whether {@code dependency} may be called now (a first try). Waits for
+   * breakerd's answer whatever the thread's interrupt flag (which is kept), so
+   * a cancelled task still gets its decision and can report its permit.
    *
    * @return a permit to report through (use try-with-resources)
    * @throws BreakerOpenException if the call is refused; do not make it
    * @throws IllegalArgumentException if breakerd rejects the name
+   * @throws ClientClosedException if the client is closed
    */
   public Permit acquire(String dependency) {
     return acquire(dependency, 0);
@@ -200,7 +293,7 @@ public final class BreakerdClient implements AutoCloseable {
    * refused while the breaker is not closed).
    */
   public Permit acquire(String dependency, int attempt) {
-    Decision d = decide(dependency, attempt);
+    Decision d = uninterruptibly(() -> decide(dependency, attempt, false));
     if (!d.allowed()) {
       throw new BreakerOpenException(d);
     }
@@ -214,9 +307,10 @@ public final class BreakerdClient implements AutoCloseable {
    *
    * @return a permit for the granted dependency ({@link Permit#dependency()})
    * @throws BreakerOpenException if none may be called
+   * @throws ClientClosedException if the client is closed
    */
   public Permit acquireFirst(List<String> dependencies) {
-    Decision d = decideFirst(dependencies, 0);
+    Decision d = uninterruptibly(() -> decideFirst(dependencies, 0, false));
     if (!d.allowed()) {
       throw new BreakerOpenException(d);
     }
@@ -226,14 +320,15 @@ public final class BreakerdClient implements AutoCloseable {
   /**
    * Guards {@code call}: acquire, run, report, return. A returned value is
    * reported as a success, an error by {@link Outcome#fromThrowable(Throwable)}.
-   * If the thread is interrupted by the time the permit is granted (a task
-   * cancelled during the Acquire), {@code call} is not run: the permit is
-   * reported CANCELLED and {@link InterruptedException} is thrown. An error
-   * that leaves the thread interrupted (the call was cancelled) is reported
-   * CANCELLED, whatever it is.
+   * If the thread is interrupted before or while it waits for the decision (a
+   * task cancelled during the Acquire), {@link InterruptedException} is thrown
+   * at once and {@code call} is not run; a permit breakerd grants all the same
+   * is reported CANCELLED when it arrives. An error that leaves the thread
+   * interrupted (the call was cancelled) is reported CANCELLED, whatever it is.
    *
    * @return what {@code call} returned
    * @throws BreakerOpenException if refused; {@code call} was not run
+   * @throws ClientClosedException if the client is closed; {@code call} was not run
    * @throws Exception what {@code call} threw (after it was reported)
    */
   public <T> T call(String dependency, Callable<T> call) throws Exception {
@@ -243,7 +338,13 @@ public final class BreakerdClient implements AutoCloseable {
   /** Like {@link #call(String, Callable)}, with the outcome from {@code classifier}. */
   public <T> T call(String dependency, Callable<T> call, Classifier<? super T> classifier)
       throws Exception {
-    try (Permit permit = acquire(dependency)) {
+    Objects.requireNonNull(call, "call");
+    Objects.requireNonNull(classifier, "classifier");
+    Decision d = decide(dependency, 0, true);
+    if (!d.allowed()) {
+      throw new BreakerOpenException(d);
+    }
+    try (Permit permit = new Permit(this, d)) {
       return run(permit, call, classifier).get();
     }
   }
@@ -253,8 +354,12 @@ public final class BreakerdClient implements AutoCloseable {
    * {@code attempt >= 1} it sleeps a full-jitter backoff, then acquires with that
    * {@code attempt}. Any refusal stops at once with {@link BreakerOpenException}
    * (the previous try's error, if any, is attached as suppressed). An outcome that
-   * is not {@link Outcome#isRetryable() retryable} stops too. After the last try
-   * the last result is returned or its error thrown.
+   * is not {@link Outcome#isRetryable() retryable} (a success, bad request, auth
+   * error, cancellation or soft failure) stops too, and so does a classifier
+   * that throws. After the last try the last result is returned or its error
+   * thrown. Interrupts, refusals and close are handled as by
+   * {@link #call(String, Callable)}; an interrupt during a backoff throws
+   * {@link InterruptedException}.
    */
   public <T> T retry(String dependency, RetryPolicy policy, Callable<T> call) throws Exception {
     return retry(dependency, policy, call, Classifier.standard());
@@ -265,19 +370,21 @@ public final class BreakerdClient implements AutoCloseable {
       String dependency, RetryPolicy policy, Callable<T> call, Classifier<? super T> classifier)
       throws Exception {
     Objects.requireNonNull(policy, "policy");
+    Objects.requireNonNull(call, "call");
+    Objects.requireNonNull(classifier, "classifier");
     Attempt<T> last = null;
     for (int attempt = 0; attempt < policy.maxAttempts(); attempt++) {
       if (attempt > 0) {
         TimeUnit.NANOSECONDS.sleep(policy.backoff(attempt).toNanos());
       }
-      Decision d = decide(dependency, attempt);
+      Decision d = decide(dependency, attempt, true);
       if (!d.allowed()) {
         throw refused(d, last);
       }
       try (Permit permit = new Permit(this, d)) {
         last = run(permit, call, classifier);
       }
-      if (!last.outcome.isRetryable()) {
+      if (!last.worthAnotherTry()) {
         break;
       }
     }
@@ -287,10 +394,14 @@ public final class BreakerdClient implements AutoCloseable {
   /**
    * A fallback chain: AcquireFirst over {@code dependencies}, then {@code call}
    * runs, guarded, with the granted one. If that call fails with a
-   * {@link Outcome#isRetryable() retryable} outcome the chain goes on with the
-   * dependencies after it (a new AcquireFirst). Returns the first call that
-   * ends otherwise; when the list runs out after a failed call, that call's
-   * error is thrown (or its result returned).
+   * {@link Outcome#isRetryable() retryable} outcome (timeout, connection or
+   * server error, rate limited) the chain goes on with the dependencies after
+   * it (a new AcquireFirst). Any other outcome (a success, or a bad request,
+   * auth error, cancellation or soft failure, which the next dependency would
+   * not mend) ends the chain with that call's result or error, as does a
+   * classifier that throws. When the list runs out after a failed call, that
+   * call's error is thrown (or its result returned). Interrupts and close are
+   * handled as by {@link #call(String, Callable)}.
    *
    * @throws BreakerOpenException when no remaining dependency is granted
    */
@@ -302,13 +413,15 @@ public final class BreakerdClient implements AutoCloseable {
   public <T> T first(
       List<String> dependencies, DependencyCall<T> call, Classifier<? super T> classifier)
       throws Exception {
+    Objects.requireNonNull(call, "call");
+    Objects.requireNonNull(classifier, "classifier");
     List<String> remaining = List.copyOf(dependencies);
     if (remaining.isEmpty()) {
       throw new IllegalArgumentException("dependencies must not be empty");
     }
     Attempt<T> last = null;
     while (!remaining.isEmpty()) {
-      Decision d = decideFirst(remaining, 0);
+      Decision d = decideFirst(remaining, 0, true);
       if (!d.allowed()) {
         throw refused(d, last);
       }
@@ -317,7 +430,7 @@ public final class BreakerdClient implements AutoCloseable {
         last = run(permit, () -> call.call(granted), classifier);
       }
       int index = remaining.indexOf(granted);
-      if (!last.outcome.isRetryable() || index < 0) {
+      if (!last.worthAnotherTry() || index < 0) {
         break;
       }
       remaining = remaining.subList(index + 1, remaining.size());
@@ -326,11 +439,11 @@ public final class BreakerdClient implements AutoCloseable {
   }
 
   /**
-   * What the Watch stream last said about {@code dependency}; empty when it said
-   * nothing, when watch is off, or while the stream is down (the cache is then
-   * cleared). No RPC.
+   * What the Watch cache holds for {@code dependency}: the state the stream last
+   * said; empty when it said nothing, when watch is off, or while the stream is
+   * down (the cache is then cleared). No RPC.
    */
-  public Optional<State> watchedState(String dependency) {
+  public Optional<State> cachedState(String dependency) {
     return watch == null ? Optional.empty() : watch.state(dependency);
   }
 
@@ -346,21 +459,29 @@ public final class BreakerdClient implements AutoCloseable {
   }
 
   /**
-   * Ends the Watch stream, the away probes and the channel. Permits still out
-   * cannot be reported any more, and decisions made after close fail open (or
-   * closed).
+   * Ends the Watch stream, the away probes and the channel. Idempotent. From
+   * now on decisions, guards and {@link #awaitReady} throw
+   * {@link ClientClosedException}; Reports of permits still out are not sent
+   * (counted in {@link Stats#reportErrors()}, never thrown).
    */
   @Override
   public void close() {
+    if (!closed.compareAndSet(false, true)) {
+      return;
+    }
+    window.flush(); // callers still queued: closed; queued Reports: counted
     if (watch != null) {
       watch.close();
     }
-    scheduler.shutdownNow();
+    scheduler.shutdown();
     channel.shutdownNow();
     try {
       channel.awaitTermination(5, TimeUnit.SECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
+    }
+    if (io != null) {
+      io.shutdownGracefully(0, 1, TimeUnit.SECONDS);
     }
   }
 
@@ -371,26 +492,43 @@ public final class BreakerdClient implements AutoCloseable {
 
   // --- Acquire, AcquireFirst, Report ---
 
-  Decision decide(String dependency, int attempt) {
+  /**
+   * The decision for one dependency. {@code interruptible}: an interrupt, before
+   * or during the wait for breakerd's answer, throws InterruptedException at
+   * once (the RPC is kept and a permit it brings reported CANCELLED); else the
+   * wait ignores interrupts and keeps the flag.
+   */
+  private Decision decide(String dependency, int attempt, boolean interruptible)
+      throws InterruptedException {
     Objects.requireNonNull(dependency, "dependency");
     if (attempt < 0) {
       throw new IllegalArgumentException("attempt must be >= 0, got " + attempt);
     }
+    checkOpen();
     Decision local = watch == null ? null : watch.refusal(dependency);
     if (local != null) {
       localRejections.increment();
       return local;
     }
     if (away.get()) {
-      awayDecisions.increment();
-      return failed(dependency);
+      return notSent(dependency);
     }
+    AcquireRequest req =
+        AcquireRequest.newBuilder().setDependency(dependency).setAttempt(attempt).build();
+    long startNanos = System.nanoTime();
+    UnarySender.Rpc<AcquireRequest, AcquireResponse> rpc =
+        sender.newRpc(BreakerGrpc.getAcquireMethod(), req, false, late -> {
+          if (late.getAllowed()) {
+            latePermit(dependency, late.getPermit(), startNanos);
+          }
+        });
     AcquireResponse r;
     try {
-      r = answer(deadlined().acquire(
-          AcquireRequest.newBuilder().setDependency(dependency).setAttempt(attempt).build()));
+      r = sender.await(rpc, interruptible, dependency);
     } catch (StatusRuntimeException e) {
-      return unanswered(e, dependency);
+      return unanswered(e, dependency, rpc.writtenNanos());
+    } catch (UnarySender.NotSent e) {
+      return notSent(dependency);
     }
     answered();
     return new Decision(
@@ -404,10 +542,13 @@ public final class BreakerdClient implements AutoCloseable {
         Decision.Source.SIDECAR);
   }
 
-  Decision decideFirst(List<String> dependencies, int attempt) {
+  /** Like {@link #decide}, for the first grantable of {@code dependencies}. */
+  private Decision decideFirst(List<String> dependencies, int attempt, boolean interruptible)
+      throws InterruptedException {
     if (dependencies.isEmpty()) {
       throw new IllegalArgumentException("dependencies must not be empty");
     }
+    checkOpen();
     List<String> candidates = new ArrayList<>(dependencies.size());
     Decision lastLocal = null;
     Duration shortestLocal = null;
@@ -430,17 +571,26 @@ public final class BreakerdClient implements AutoCloseable {
           Decision.Source.LOCAL);
     }
     if (away.get()) {
-      awayDecisions.increment();
-      return failed(candidates.get(0));
+      return notSent(candidates.get(0));
     }
+    AcquireFirstRequest req = AcquireFirstRequest.newBuilder()
+        .addAllDependencies(candidates)
+        .setAttempt(attempt)
+        .build();
+    long startNanos = System.nanoTime();
+    UnarySender.Rpc<AcquireFirstRequest, AcquireFirstResponse> rpc =
+        sender.newRpc(BreakerGrpc.getAcquireFirstMethod(), req, false, late -> {
+          if (late.getAllowed()) {
+            latePermit(late.getDependency(), late.getPermit(), startNanos);
+          }
+        });
     AcquireFirstResponse r;
     try {
-      r = answer(deadlined().acquireFirst(AcquireFirstRequest.newBuilder()
-          .addAllDependencies(candidates)
-          .setAttempt(attempt)
-          .build()));
+      r = sender.await(rpc, interruptible, String.join(", ", candidates));
     } catch (StatusRuntimeException e) {
-      return unanswered(e, candidates.get(0));
+      return unanswered(e, candidates.get(0), rpc.writtenNanos());
+    } catch (UnarySender.NotSent e) {
+      return notSent(candidates.get(0));
     }
     answered();
     Duration retryAfter = Protos.duration(r.getRetryAfter());
@@ -458,14 +608,29 @@ public final class BreakerdClient implements AutoCloseable {
         Decision.Source.SIDECAR);
   }
 
-  /** Sends the Report for an allowed decision; never throws for an RPC failure. */
+  /**
+   * Sends the Report for an allowed decision and waits until it is answered (or
+   * counted as an error); never throws for an RPC failure, never heeds the
+   * thread's interrupt flag (kept).
+   */
   void report(Decision decision, Outcome outcome, Duration latency) {
+    UnarySender.joinUninterruptibly(sendReport(decision, outcome, latency, false));
+  }
+
+  /**
+   * Starts the Report for an allowed decision (when the window has room).
+   * {@code keep}: sent even while breakerd is away (a late permit going back).
+   *
+   * @return completes once the Report is answered or counted in report_errors
+   */
+  private CompletableFuture<Void> sendReport(
+      Decision decision, Outcome outcome, Duration latency, boolean keep) {
     if (decision.permit() == 0) {
-      return; // fail-open: breakerd issued nothing to report against
+      return CompletableFuture.completedFuture(null); // fail-open: nothing to report against
     }
-    if (away.get()) {
-      reportErrors.increment(); // not sent: it would wait out the deadline
-      return;
+    if (closed.get() || (away.get() && !keep)) {
+      reportErrors.increment(); // not sent: away, it would wait out the timeout
+      return CompletableFuture.completedFuture(null);
     }
     ReportRequest.Builder req = ReportRequest.newBuilder()
         .setDependency(decision.dependency())
@@ -481,56 +646,42 @@ public final class BreakerdClient implements AutoCloseable {
     if (!outcome.retryAfter().isZero()) {
       req.setRetryAfter(Protos.duration(outcome.retryAfter()));
     }
-    try {
-      answer(deadlined().report(req.build()));
+    return sender.send(sender.newRpc(BreakerGrpc.getReportMethod(), req.build(), keep, null))
+        .handle((ok, error) -> {
+          reported(decision, error);
+          return null;
+        });
+  }
+
+  /** Counts and logs how a Report ended ({@code error} null: accepted). */
+  private void reported(Decision decision, Throwable error) {
+    if (error == null) {
       if (reportLog.isWrong()) {
         reportLog.right(Level.INFO, "breakerd at " + target + " accepts Reports again");
       }
-    } catch (StatusRuntimeException e) {
-      reportErrors.increment();
-      if (!reportLog.isWrong()) {
-        reportLog.wrong(Level.WARNING, "breakerd at " + target + " did not take a Report for "
-            + decision.dependency() + ": " + Protos.describe(e.getStatus())
-            + " (counted in report_errors; logged again when Reports work again)");
-      }
+      return;
     }
-  }
-
-  private BreakerGrpc.BreakerFutureStub deadlined() {
-    return decisions.withDeadlineAfter(timeoutNanos, TimeUnit.NANOSECONDS);
+    reportErrors.increment();
+    if (error instanceof StatusRuntimeException e && !reportLog.isWrong()) {
+      reportLog.wrong(Level.WARNING, "breakerd at " + target + " did not take a Report for "
+          + decision.dependency() + ": " + Protos.describe(e.getStatus())
+          + " (counted in report_errors; logged again when Reports work again)");
+    }
   }
 
   /**
-   * Waits for an RPC's answer without regard to the thread's interrupt flag,
-   * which is restored afterwards: an interrupted caller (e.g. a task cancelled
-   * with {@code Future.cancel(true)}) still gets its decision, and its permit
-   * is still reported. The RPC's deadline bounds the wait.
-   *
-   * @throws StatusRuntimeException when the RPC failed
+   * The permit of an Acquire whose caller stopped waiting (its timeout, or an
+   * interrupt) before the answer came: reported CANCELLED (neutral), without
+   * waiting, even while breakerd is away, so that breakerd does not hold it (a
+   * lost probe permit would refuse the dependency for its lease).
    */
-  private static <T> T answer(Future<T> rpc) {
-    boolean interrupted = Thread.interrupted();
-    try {
-      while (true) {
-        try {
-          return rpc.get();
-        } catch (InterruptedException e) {
-          interrupted = true;
-        } catch (ExecutionException e) {
-          if (e.getCause() instanceof StatusRuntimeException failed) {
-            throw failed;
-          }
-          throw Status.fromThrowable(e.getCause()).asRuntimeException();
-        }
-      }
-    } finally {
-      if (interrupted) {
-        Thread.currentThread().interrupt();
-      }
-    }
+  private void latePermit(String dependency, long permit, long startNanos) {
+    Decision late = new Decision(true, permit, false, State.UNKNOWN, RejectReason.NONE,
+        Duration.ZERO, dependency, Decision.Source.SIDECAR);
+    sendReport(late, Outcome.cancelled(), Duration.ofNanos(System.nanoTime() - startNanos), true);
   }
 
-  /** A rate-limited log of one condition's changes, flushed on the client's thread. */
+  /** A rate-limited log of one condition's changes, written on the client's thread. */
   private ChangeLog newChangeLog() {
     return new ChangeLog(ChangeLog.INTERVAL, System::nanoTime,
         (task, delayNanos) -> {
@@ -540,7 +691,19 @@ public final class BreakerdClient implements AutoCloseable {
             // the client is closed: the held-back line is dropped
           }
         },
-        (level, message) -> LOG.log(level, message));
+        this::logLater);
+  }
+
+  /**
+   * Writes a line on the client's thread, in order: a decision never waits for
+   * the logger (a JVM's first java.util.logging line takes ~100 ms).
+   */
+  private void logLater(Level level, String message) {
+    try {
+      scheduler.execute(() -> LOG.log(level, message));
+    } catch (RejectedExecutionException closed) {
+      LOG.log(level, message);
+    }
   }
 
   /** After an answer from breakerd: clears "away" and logs "back" once. Cheap when present. */
@@ -563,24 +726,68 @@ public final class BreakerdClient implements AutoCloseable {
     }
   }
 
-  private Decision unanswered(StatusRuntimeException e, String dependency) {
+  /**
+   * The decision for an Acquire or AcquireFirst that failed with {@code e}; the
+   * RPC's request was written at {@code writtenNanos}. UNAVAILABLE, or a
+   * timeout with no answer from breakerd to any RPC since that write, marks
+   * breakerd away; a timeout while breakerd answered others meanwhile is one
+   * late answer: only this decision fails open.
+   */
+  private Decision unanswered(StatusRuntimeException e, String dependency, long writtenNanos) {
+    checkOpen(); // closed meanwhile: the channel's shutdown failed the RPC
     Status status = e.getStatus();
     Status.Code code = status.getCode();
     if (code == Status.Code.INVALID_ARGUMENT) {
       throw new IllegalArgumentException("breakerd: " + status.getDescription(), e);
     }
     String failing = failMode == FailMode.OPEN ? "open" : "closed";
-    if ((code == Status.Code.DEADLINE_EXCEEDED || code == Status.Code.UNAVAILABLE)
+    boolean late = code == Status.Code.DEADLINE_EXCEEDED && sender.answeredSince(writtenNanos);
+    if (late) {
+      if (!sidecarLog.isWrong()) {
+        sidecarLog.wrong(Level.WARNING, "breakerd at " + target + " answered late ("
+            + Protos.describe(status) + "; it answered other calls meanwhile, so it is not"
+            + " marked away): that decision failed " + failing);
+      }
+    } else if ((code == Status.Code.DEADLINE_EXCEEDED || code == Status.Code.UNAVAILABLE)
         && away.compareAndSet(false, true)) {
       sidecarLog.wrong(Level.WARNING, "breakerd at " + target + " did not answer ("
           + Protos.describe(status) + "): away, failing " + failing
           + " without RPCs until a health check or the Watch stream hears from it");
+      window.flush(); // callers waiting for a place: answered now from the fail mode
       startProbing();
     } else if (!sidecarLog.isWrong()) {
       sidecarLog.wrong(Level.WARNING, "breakerd at " + target + " did not answer ("
           + Protos.describe(status) + "): failing " + failing + " until it does");
     }
     return failed(dependency);
+  }
+
+  /** A decision made without an RPC: away (counted), or closed (thrown). */
+  private Decision notSent(String dependency) {
+    checkOpen();
+    awayDecisions.increment();
+    return failed(dependency);
+  }
+
+  /** @throws ClientClosedException if {@link #close()} was called */
+  private void checkOpen() {
+    if (closed.get()) {
+      throw new ClientClosedException(target);
+    }
+  }
+
+  /** A decision for acquire/acquireFirst, whose wait ignores interrupts. */
+  private static Decision uninterruptibly(InterruptibleDecision decision) {
+    try {
+      return decision.get();
+    } catch (InterruptedException e) {
+      throw new AssertionError("an uninterruptible wait was interrupted", e);
+    }
+  }
+
+  @FunctionalInterface
+  private interface InterruptibleDecision {
+    Decision get() throws InterruptedException;
   }
 
   /** The FAIL_OPEN (or FAIL_CLOSED) decision, counted. */
@@ -659,8 +866,17 @@ public final class BreakerdClient implements AutoCloseable {
 
   // --- guard plumbing ---
 
-  /** How one guarded try ended. */
-  private record Attempt<T>(T value, Throwable error, Outcome outcome) {
+  /**
+   * How one guarded try ended.
+   *
+   * @param classifierFailed the classifier threw: {@code error} is its exception
+   */
+  private record Attempt<T>(T value, Throwable error, Outcome outcome, boolean classifierFailed) {
+    /** Whether a retry or the next dependency of a chain may help. */
+    boolean worthAnotherTry() {
+      return !classifierFailed && outcome.isRetryable();
+    }
+
     T get() throws Exception {
       if (error == null) {
         return value;
@@ -676,29 +892,47 @@ public final class BreakerdClient implements AutoCloseable {
   }
 
   /**
-   * Runs one guarded try and reports it. A thread interrupted by the time the
-   * permit is granted (e.g. cancelled during the Acquire) does not make the
-   * call: the permit is reported CANCELLED and the try ends with an
-   * {@link InterruptedException} (the flag cleared, as that exception means).
+   * Runs one guarded try and reports it, exactly once. A thread interrupted by
+   * the time the permit is granted does not make the call: the permit is
+   * reported CANCELLED and the try ends with an {@link InterruptedException}
+   * (the flag cleared, as that exception means). A classifier that throws
+   * does not lose the permit: it is reported as {@link Classifier#standard()}
+   * classifies the call, and the try ends with the classifier's exception (the
+   * call's own error, if any, attached as suppressed).
    */
   private static <T> Attempt<T> run(
       Permit permit, Callable<T> call, Classifier<? super T> classifier) {
     if (Thread.interrupted()) {
       Outcome cancelled = Outcome.cancelled();
       permit.report(cancelled);
-      return new Attempt<>(null, Permit.interruptedBeforeCall(permit), cancelled);
+      return new Attempt<>(null, Permit.interruptedBeforeCall(permit), cancelled, false);
     }
     T value;
     try {
       value = call.call();
     } catch (Throwable t) {
-      Outcome outcome = Permit.errorOutcome(classifier, t);
+      Outcome outcome;
+      try {
+        outcome = Permit.errorOutcome(classifier, t);
+      } catch (RuntimeException | Error classifierError) {
+        Outcome standard = Permit.errorOutcome(Classifier.standard(), t);
+        permit.report(standard);
+        classifierError.addSuppressed(t);
+        return new Attempt<>(null, classifierError, standard, true);
+      }
       permit.report(outcome);
-      return new Attempt<>(null, t, outcome);
+      return new Attempt<>(null, t, outcome, false);
     }
-    Outcome outcome = classifier.onResult(value);
+    Outcome outcome;
+    try {
+      outcome = classifier.onResult(value);
+    } catch (RuntimeException | Error classifierError) {
+      Outcome standard = Classifier.standard().onResult(value);
+      permit.report(standard);
+      return new Attempt<>(null, classifierError, standard, true);
+    }
     permit.report(outcome);
-    return new Attempt<>(value, null, outcome);
+    return new Attempt<>(value, null, outcome, false);
   }
 
   private static BreakerOpenException refused(Decision d, Attempt<?> previous) {
@@ -737,7 +971,10 @@ public final class BreakerdClient implements AutoCloseable {
       return this;
     }
 
-    /** The deadline of each Acquire, AcquireFirst and Report RPC. Default 20 ms. */
+    /**
+     * How long each Acquire, AcquireFirst and Report waits for breakerd's
+     * answer, from when its request is written to the connection. Default 20 ms.
+     */
     public Builder decisionTimeout(Duration timeout) {
       if (timeout.isNegative() || timeout.isZero()) {
         throw new IllegalArgumentException("decisionTimeout must be positive, got " + timeout);
@@ -773,7 +1010,7 @@ public final class BreakerdClient implements AutoCloseable {
 
     /**
      * How often the health probe runs while breakerd is away (after an Acquire
-     * missed its deadline or found breakerd unavailable); nothing runs while it
+     * timed out or found breakerd unavailable); nothing runs while it
      * is present. Default 100 ms.
      */
     public Builder awayProbeInterval(Duration interval) {

@@ -54,14 +54,16 @@ public final class Outcome {
     SOFT_FAILURE;
 
     /**
-     * Whether another attempt may help: timeouts, connection and server errors,
-     * rate limiting and soft failures. Success, bad request, auth error and
-     * cancelled are final.
+     * Whether another attempt (a retry, or the next dependency of a fallback
+     * chain) may help: timeouts, connection and server errors, rate limiting.
+     * Success, bad request, auth error, cancelled and soft failure are final (a
+     * soft failure is an answer from the upstream: asking again is not the
+     * breaker's business).
      */
     public boolean isRetryable() {
       return switch (this) {
-        case TIMEOUT, CONNECTION_ERROR, SERVER_ERROR, RATE_LIMITED, SOFT_FAILURE -> true;
-        case SUCCESS, BAD_REQUEST, AUTH_ERROR, CANCELLED -> false;
+        case TIMEOUT, CONNECTION_ERROR, SERVER_ERROR, RATE_LIMITED -> true;
+        case SUCCESS, BAD_REQUEST, AUTH_ERROR, CANCELLED, SOFT_FAILURE -> false;
       };
     }
   }

@@ -13,6 +13,10 @@ import io.grpc.stub.MetadataUtils;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -27,7 +31,6 @@ import java.util.Map;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -78,13 +81,31 @@ final class BreakerdServer implements AutoCloseable {
     return start(config, null);
   }
 
+  /** Starts breakerd with {@link #CONFIG} listening on {@code listen} (e.g. 127.0.0.1:PORT). */
+  static BreakerdServer startOn(String listen) throws Exception {
+    BreakerdServer s = new BreakerdServer(configDir(CONFIG));
+    s.launch(listen, "127.0.0.1:0");
+    return s;
+  }
+
   private static BreakerdServer start(String config, String extraListen) throws Exception {
+    BreakerdServer s = new BreakerdServer(configDir(config));
+    s.launch(extraListen == null ? "127.0.0.1:0" : "127.0.0.1:0," + extraListen, "127.0.0.1:0");
+    return s;
+  }
+
+  private static Path configDir(String config) throws IOException {
     Path dir = Files.createTempDirectory("bd-java-test-");
     Files.writeString(dir.resolve("config.yaml"), config);
     Files.writeString(dir.resolve("token"), TOKEN + "\n");
-    BreakerdServer s = new BreakerdServer(dir);
-    s.launch(extraListen == null ? "127.0.0.1:0" : "127.0.0.1:0," + extraListen, "127.0.0.1:0");
-    return s;
+    return dir;
+  }
+
+  /** A loopback port nothing listens on (bound, then released). */
+  static int freePort() throws IOException {
+    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      return s.getLocalPort();
+    }
   }
 
   static String binary() {
@@ -249,7 +270,82 @@ final class BreakerdServer implements AutoCloseable {
     process.waitFor(5, TimeUnit.SECONDS);
   }
 
-  /** Starts breakerd again on the same gRPC port (new metrics port). */
+  /**
+   * Kills breakerd (SIGKILL) and holds its gRPC port (see {@link PortHolder})
+   * until the holder is closed; then {@link #restart()}.
+   */
+  PortHolder crash() throws Exception {
+    kill();
+    if (channel != null) { // this helper's own channel must not add connection attempts
+      channel.shutdownNow();
+      channel = null;
+    }
+    int colon = grpcAddress.lastIndexOf(':');
+    InetSocketAddress address = new InetSocketAddress(
+        grpcAddress.substring(0, colon), Integer.parseInt(grpcAddress.substring(colon + 1)));
+    ServerSocket[] bound = new ServerSocket[1];
+    if (!eventually(Duration.ofSeconds(10), () -> {
+      ServerSocket socket = new ServerSocket();
+      socket.setReuseAddress(true);
+      try {
+        socket.bind(address);
+      } catch (IOException busy) {
+        socket.close();
+        return false;
+      }
+      bound[0] = socket;
+      return true;
+    })) {
+      throw new IllegalStateException("the crashed breakerd's port " + address + " stayed busy");
+    }
+    return new PortHolder(bound[0]);
+  }
+
+  /**
+   * Stands in for a crashed breakerd on its port, so nothing else takes it
+   * before the restart: accepts each connection and closes it at once (to a
+   * gRPC client, a failed connection attempt), noting when, so that a test
+   * can restart breakerd right after one of the client's attempts (the
+   * technique of client/go's TestBackWithinASecondOfSidecarRestart).
+   */
+  static final class PortHolder implements AutoCloseable {
+    private final ServerSocket socket;
+    private final BlockingQueue<Long> attempts = new LinkedBlockingQueue<>();
+    private final Thread acceptor;
+
+    private PortHolder(ServerSocket socket) {
+      this.socket = socket;
+      this.acceptor = new Thread(() -> {
+        while (true) {
+          try (Socket connection = socket.accept()) {
+            attempts.add(System.nanoTime());
+          } catch (IOException closed) {
+            return;
+          }
+        }
+      }, "port-holder");
+      acceptor.setDaemon(true);
+      acceptor.start();
+    }
+
+    /** When the next connection attempt came (System.nanoTime), or null after {@code wait}. */
+    Long nextAttempt(Duration wait) throws InterruptedException {
+      return attempts.poll(wait.toNanos(), TimeUnit.NANOSECONDS);
+    }
+
+    /** Frees the port (idempotent). */
+    @Override
+    public void close() throws InterruptedException {
+      try {
+        socket.close();
+      } catch (IOException ignored) {
+        // closed already
+      }
+      acceptor.join(5000);
+    }
+  }
+
+  /** Starts breakerd again on the same gRPC port (new metrics port), with a fresh state. */
   void restart() throws Exception {
     stop();
     Exception last = null;
@@ -366,12 +462,128 @@ final class BreakerdServer implements AutoCloseable {
     return metric("breakerd_acquire_total", Map.of("dependency", dependency));
   }
 
+  /** The /metrics samples of one dependency, for failure messages. */
+  String samples(String dependency) throws Exception {
+    StringBuilder b = new StringBuilder();
+    for (String line : scrape().split("\n")) {
+      if (line.contains("dependency=\"" + dependency + "\"")) {
+        b.append(line).append('\n');
+      }
+    }
+    return b.toString();
+  }
+
+  /**
+   * Waits up to 5 s until breakerd counted {@code expected} reports of
+   * {@code dependency} with class {@code cls}, and fails with its samples
+   * otherwise.
+   */
+  void assertReports(String dependency, String cls, double expected) throws Exception {
+    if (!eventually(Duration.ofSeconds(5), () -> reports(dependency, cls) == expected)) {
+      throw new AssertionError(dependency + ": expected " + expected + " reports of class "
+          + cls + ", metrics:\n" + samples(dependency));
+    }
+  }
+
+  /** Like {@link #assertReports(String, String, double)}, of one effect too. */
+  void assertReports(String dependency, String cls, String effect, double expected)
+      throws Exception {
+    if (!eventually(Duration.ofSeconds(5),
+        () -> reports(dependency, cls, effect) == expected)) {
+      throw new AssertionError(dependency + ": expected " + expected + " reports " + cls + "/"
+          + effect + ", metrics:\n" + samples(dependency));
+    }
+  }
+
+  /**
+   * Opens {@code dependency}'s breaker through {@code client}: three guarded
+   * calls that fail ({@link #CONFIG}'s consecutive_failures), then checks
+   * breakerd says OPEN.
+   */
+  void trip(BreakerdClient client, String dependency) throws Exception {
+    for (int i = 0; i < 3; i++) {
+      try {
+        client.call(dependency, () -> {
+          throw new IOException("upstream down");
+        });
+        throw new AssertionError("the failing call did not throw");
+      } catch (IOException expected) {
+        // reported as a server error
+      }
+    }
+    BreakerStatus s = status(dependency);
+    if (s.getState() != io.breakerd.v1.State.STATE_OPEN) {
+      throw new AssertionError(dependency + " is not open after 3 failures: " + s);
+    }
+  }
+
+  /** breakerd_reports_total for one dependency and class, every effect. */
+  double reports(String dependency, String cls) throws Exception {
+    return metric("breakerd_reports_total", Map.of("dependency", dependency, "class", cls));
+  }
+
+  /** breakerd_reports_total for one dependency, every class. */
+  double reports(String dependency) throws Exception {
+    return metric("breakerd_reports_total", Map.of("dependency", dependency));
+  }
+
+  /** Permits breakerd granted for one dependency: acquires decided allowed or probe. */
+  double permitsGranted(String dependency) throws Exception {
+    return metric("breakerd_acquire_total", Map.of("dependency", dependency, "decision", "allowed"))
+        + metric("breakerd_acquire_total", Map.of("dependency", dependency, "decision", "probe"));
+  }
+
+  /**
+   * Asserts that every permit granted for {@code dependency} was reported
+   * (SCENARIOS.md: the two sums are equal once the calls are done, allowing
+   * up to 3 s for reports still on their way).
+   */
+  void assertEveryPermitReported(String dependency) throws Exception {
+    boolean equal = eventually(Duration.ofSeconds(3),
+        () -> permitsGranted(dependency) == reports(dependency));
+    if (!equal) {
+      throw new AssertionError(dependency + ": breakerd granted " + permitsGranted(dependency)
+          + " permits and got " + reports(dependency) + " reports");
+    }
+  }
+
+  /** Milliseconds since {@code startNanos} (a System.nanoTime()). */
+  static long millisSince(long startNanos) {
+    return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNanos);
+  }
+
+  /** One decision of {@code client} for {@code dep}: allowed (reported a success) or refused. */
+  static Decision decision(BreakerdClient client, String dep) {
+    try (Permit p = client.acquire(dep)) {
+      p.success();
+      return p.decision();
+    } catch (BreakerOpenException refused) {
+      return refused.decision();
+    }
+  }
+
+  /** Decides {@code dep} until breakerd itself answers, at most {@code within}; the last decision. */
+  static Decision untilSidecar(BreakerdClient client, String dep, Duration within)
+      throws Exception {
+    Decision[] last = new Decision[1];
+    eventually(within, () -> {
+      last[0] = decision(client, dep);
+      return last[0].source() == Decision.Source.SIDECAR;
+    });
+    return last[0];
+  }
+
+  /** A condition polled by {@link #eventually}; it may throw (e.g. a failed scrape). */
+  @FunctionalInterface
+  interface Check {
+    boolean holds() throws Exception;
+  }
+
   /** Polls {@code condition} every 20 ms until it holds or {@code timeout} passes. */
-  static boolean eventually(Duration timeout, BooleanSupplier condition)
-      throws InterruptedException {
+  static boolean eventually(Duration timeout, Check condition) throws Exception {
     long end = System.nanoTime() + timeout.toNanos();
     while (true) {
-      if (condition.getAsBoolean()) {
+      if (condition.holds()) {
         return true;
       }
       if (System.nanoTime() > end) {

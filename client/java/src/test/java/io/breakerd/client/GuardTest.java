@@ -1,6 +1,5 @@
 package io.breakerd.client;
 
-import static io.breakerd.client.BreakerdServer.eventually;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
@@ -11,64 +10,32 @@ import io.breakerd.v1.BreakerStatus;
 import io.grpc.Status;
 import java.io.IOException;
 import java.net.SocketTimeoutException;
-import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
-/** Required test 1: the guard reports the right classes, and a refused guard does not call. */
+/**
+ * Required test 1: the guard reports the right classes, and a refused guard
+ * does not call; a classifier that throws loses no permit.
+ */
 class GuardTest {
-  private static final Duration WAIT = Duration.ofSeconds(5);
-  private static BreakerdServer server;
-  private static BreakerdClient client;
+  @RegisterExtension static final BreakerdExtension breakerd = new BreakerdExtension();
 
-  @BeforeAll
-  static void start() throws Exception {
-    server = BreakerdServer.start();
-    client = server.client();
-    assertTrue(client.awaitReady(WAIT));
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    if (client != null) {
-      client.close();
-    }
-    if (server != null) {
-      server.close();
-    }
-  }
+  private final BreakerdServer server = breakerd.server();
+  private final BreakerdClient client = breakerd.client();
 
   /** Runs {@code call} guarded and asserts breakerd counted one report of class/effect. */
-  private static void assertReported(String dep, String cls, String effect, Callable<?> guarded)
+  private void assertReported(String dep, String cls, String effect, Callable<?> guarded)
       throws Exception {
     try {
       guarded.call();
     } catch (Exception expected) {
       // errors are rethrown by the guard; the report is what we check
     }
-    assertTrue(eventually(WAIT, () -> count(dep, cls, effect) == 1),
-        dep + ": expected one report " + cls + "/" + effect + ", metrics:\n" + samples(dep));
-  }
-
-  private static double count(String dep, String cls, String effect) {
-    try {
-      return server.reports(dep, cls, effect);
-    } catch (Exception e) {
-      throw new IllegalStateException(e);
-    }
-  }
-
-  private static String samples(String dep) throws Exception {
-    StringBuilder b = new StringBuilder();
-    for (String line : server.scrape().split("\n")) {
-      if (line.contains("dependency=\"" + dep + "\"")) {
-        b.append(line).append('\n');
-      }
-    }
-    return b.toString();
+    server.assertReports(dep, cls, effect, 1);
   }
 
   @Test
@@ -186,7 +153,72 @@ class GuardTest {
     assertEquals(RejectReason.FORCED_OPEN, e.reason());
     assertEquals(dep, e.dependency());
     assertTrue(e.source() == Decision.Source.SIDECAR || e.source() == Decision.Source.LOCAL);
-    assertEquals(0, server.metric("breakerd_reports_total", java.util.Map.of("dependency", dep)));
+    assertEquals(0, server.reports(dep));
+  }
+
+  // conformance: classifier-raises
+  @Test
+  void classifierThatThrowsOnTheCallsErrorReachesTheCallerAndTheDefaultIsReported()
+      throws Exception {
+    String dep = "guard/classifier-throws";
+    IOException upstream = new IOException("upstream down");
+    IllegalStateException broken = new IllegalStateException("classifier bug");
+    Classifier<Object> classifier = Classifier.standard().withErrors(e -> {
+      throw broken;
+    });
+
+    IllegalStateException thrown = assertThrows(IllegalStateException.class,
+        () -> client.call(dep, () -> {
+          throw upstream;
+        }, classifier));
+
+    assertSame(broken, thrown, "the classifier's error reaches the caller");
+    assertSame(upstream, thrown.getSuppressed()[0], "with the call's error attached");
+    // Reported once, as the default classifier makes a plain error: server_error.
+    server.assertReports(dep, "server_error", "counted_failure", 1);
+    server.assertEveryPermitReported(dep);
+    assertEquals(1, server.reports(dep));
+  }
+
+  @Test
+  void classifierThatThrowsOnTheResultReachesTheCallerAndTheDefaultIsReported()
+      throws Exception {
+    String dep = "guard/classifier-throws-on-result";
+    IllegalStateException broken = new IllegalStateException("classifier bug");
+    IllegalStateException thrown = assertThrows(IllegalStateException.class,
+        () -> client.call(dep, () -> 200, Classifier.<Integer>ofResult(status -> {
+          throw broken;
+        })));
+    assertSame(broken, thrown);
+    server.assertReports(dep, "success", "counted_success", 1);
+    server.assertEveryPermitReported(dep);
+    assertEquals(1, server.reports(dep));
+  }
+
+  @Test
+  void classifierThatThrowsStopsRetryAndFallbackChain() throws Exception {
+    IllegalStateException broken = new IllegalStateException("classifier bug");
+    Classifier<Object> classifier = Classifier.standard().withErrors(e -> {
+      throw broken;
+    });
+    AtomicInteger calls = new AtomicInteger();
+    assertSame(broken, assertThrows(IllegalStateException.class,
+        () -> client.retry("guard/classifier-retry", RetryPolicy.ofAttempts(3), () -> {
+          calls.incrementAndGet();
+          throw new IOException("upstream down"); // worth a retry, but not classified
+        }, classifier)));
+    assertEquals(1, calls.get(), "no retry after the classifier threw");
+    server.assertReports("guard/classifier-retry", "server_error", 1);
+
+    List<String> seen = new CopyOnWriteArrayList<>();
+    assertSame(broken, assertThrows(IllegalStateException.class,
+        () -> client.first(List.of("guard/classifier-a", "guard/classifier-b"),
+            dep -> {
+              seen.add(dep);
+              throw new IOException(dep + " down");
+            }, classifier)));
+    assertEquals(List.of("guard/classifier-a"), seen, "the chain stops");
+    server.assertReports("guard/classifier-a", "server_error", 1);
   }
 
   @Test

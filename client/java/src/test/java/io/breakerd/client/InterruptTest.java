@@ -1,6 +1,5 @@
 package io.breakerd.client;
 
-import static io.breakerd.client.BreakerdServer.eventually;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -11,7 +10,6 @@ import java.io.InterruptedIOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -26,16 +24,22 @@ import java.util.logging.Logger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.api.function.Executable;
 
 /**
  * A cancelled (interrupted) caller still reports its permit, once, as CANCELLED,
  * and its next decision comes from breakerd: the interrupt flag is no reason to
- * fail open, and nothing is logged as if breakerd were unreachable.
+ * fail open, and nothing is logged as if breakerd were unreachable. A caller
+ * interrupted while its Acquire is in flight returns at once; the permit that
+ * comes later is reported CANCELLED.
  */
 class InterruptTest {
   private static final Duration WAIT = Duration.ofSeconds(5);
   /** Held strongly: java.util.logging keeps loggers only weakly. */
   private static final Logger CLIENT_LOG = Logger.getLogger(BreakerdClient.class.getName());
+
+  @RegisterExtension final BreakerdExtension breakerd = new BreakerdExtension();
 
   private BreakerdServer server;
   private BreakerdClient client;
@@ -56,19 +60,17 @@ class InterruptTest {
   };
 
   @BeforeEach
-  void start() throws Exception {
-    server = BreakerdServer.start();
-    client = server.client();
-    assertTrue(client.awaitReady(WAIT));
+  void start() {
+    server = breakerd.server();
+    client = breakerd.client();
     CLIENT_LOG.addHandler(capture);
   }
 
   @AfterEach
-  void stop() {
+  void stop() throws Exception {
     CLIENT_LOG.removeHandler(capture);
     Thread.interrupted(); // whatever a test left on the test thread
-    client.close();
-    server.close();
+    server.thaw();
   }
 
   /** This client's WARNING lines (other tests' clients talk to other ports). */
@@ -83,14 +85,6 @@ class InterruptTest {
       }
     }
     return out;
-  }
-
-  private double reports(String dep, String cls) throws Exception {
-    return server.metric("breakerd_reports_total", Map.of("dependency", dep, "class", cls));
-  }
-
-  private double allReports(String dep) throws Exception {
-    return server.metric("breakerd_reports_total", Map.of("dependency", dep));
   }
 
   /**
@@ -146,15 +140,9 @@ class InterruptTest {
     }
 
     // Both reports arrive (the cancelled one first); exactly one is CANCELLED.
-    assertTrue(eventually(WAIT, () -> {
-      try {
-        return allReports(dep) == 2;
-      } catch (Exception e) {
-        throw new IllegalStateException(e);
-      }
-    }), "expected 2 reports, got " + allReports(dep));
-    assertEquals(1, reports(dep, "cancelled"));
-    assertEquals(1, reports(dep, "success"));
+    server.assertReports(dep, "cancelled", 1);
+    server.assertReports(dep, "success", 1);
+    assertEquals(2, server.reports(dep));
     assertEquals(2, server.acquires(dep));
     Stats stats = client.stats();
     assertEquals(0, stats.reportErrors());
@@ -172,38 +160,119 @@ class InterruptTest {
       throw new InterruptedIOException("interrupted while reading");
     }));
     assertTrue(Thread.interrupted(), "the flag is the caller's: kept");
-    assertTrue(eventually(WAIT, () -> {
-      try {
-        return reports(dep, "cancelled") == 1;
-      } catch (Exception e) {
-        throw new IllegalStateException(e);
-      }
-    }), "expected one CANCELLED report, got " + allReports(dep) + " reports");
-    assertEquals(1, allReports(dep));
+    server.assertReports(dep, "cancelled", 1);
+    assertEquals(1, server.reports(dep));
     assertEquals(0, server.status(dep).getConsecutiveFailures());
   }
 
   @Test
-  void guardInterruptedDuringTheAcquireDoesNotCallAndReportsCancelledOnce() throws Exception {
-    String dep = "interrupt/acquire";
+  void guardsOnAnInterruptedThreadThrowAtOnceWithoutAnRpc() throws Exception {
+    String dep = "interrupt/before";
     AtomicInteger calls = new AtomicInteger();
-    Thread.currentThread().interrupt(); // cancelled before the Acquire answers
-    assertThrows(InterruptedException.class, () -> client.call(dep, calls::incrementAndGet));
-    assertFalse(Thread.currentThread().isInterrupted(), "cleared, as InterruptedException means");
-
+    List<Executable> guards = List.of(
+        () -> client.call(dep, calls::incrementAndGet),
+        () -> client.retry(dep, RetryPolicy.defaults(), calls::incrementAndGet),
+        () -> client.first(List.of(dep), d -> calls.incrementAndGet()));
+    for (Executable guard : guards) {
+      Thread.currentThread().interrupt(); // the caller gave up before the guard
+      assertThrows(InterruptedException.class, guard);
+      assertFalse(Thread.currentThread().isInterrupted(), "cleared, as InterruptedException means");
+    }
     assertEquals(0, calls.get(), "a cancelled caller does not make the call");
-    assertTrue(eventually(WAIT, () -> {
-      try {
-        return reports(dep, "cancelled") == 1;
-      } catch (Exception e) {
-        throw new IllegalStateException(e);
-      }
-    }), "the permit breakerd granted was not reported CANCELLED");
-    assertEquals(1, allReports(dep));
-    assertEquals(1, server.acquires(dep));
+    assertEquals(0, server.acquires(dep), "nothing is asked for a caller that gave up");
     assertEquals(0, client.stats().failOpen());
-    assertEquals(0, client.stats().reportErrors());
     assertEquals(List.of(), warnings());
+  }
+
+  // conformance: cancel-call
+  @Test
+  void callsCancelledWhileTheyRunAreReportedCancelledOnceAndTheBreakerStaysClosed()
+      throws Exception {
+    String dep = "interrupt/cancel-call";
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      for (int i = 0; i < 5; i++) {
+        // Upstreams give up in both ways Java has: InterruptedException (flag
+        // cleared), or another error with the flag kept (gRPC's blocking stub).
+        boolean throwsInterrupted = i % 2 == 0;
+        CountDownLatch started = new CountDownLatch(1);
+        CompletableFuture<String> seen = new CompletableFuture<>();
+        Future<?> task = pool.submit(() -> {
+          try {
+            client.call(dep, () -> {
+              if (!throwsInterrupted) {
+                return blockUntilInterrupted(started);
+              }
+              started.countDown();
+              new CountDownLatch(1).await();
+              return null;
+            });
+            seen.complete("returned");
+          } catch (InterruptedException e) {
+            seen.complete("InterruptedException");
+          } catch (Throwable t) {
+            seen.complete(Thread.currentThread().isInterrupted() ? "flag kept" : t.toString());
+          }
+        });
+        assertTrue(started.await(WAIT.toMillis(), TimeUnit.MILLISECONDS));
+        assertTrue(task.cancel(true));
+        assertEquals(throwsInterrupted ? "InterruptedException" : "flag kept",
+            seen.get(WAIT.toMillis(), TimeUnit.MILLISECONDS), "what the caller saw");
+      }
+    } finally {
+      pool.shutdownNow();
+      pool.awaitTermination(5, TimeUnit.SECONDS);
+    }
+    server.assertReports(dep, "cancelled", 5);
+    assertEquals(5, server.reports(dep), "no other class: " + server.samples(dep));
+    server.assertEveryPermitReported(dep);
+    assertEquals(io.breakerd.v1.State.STATE_CLOSED, server.status(dep).getState());
+    assertEquals(0, client.stats().failOpen());
+  }
+
+  // conformance: cancel-acquire
+  @Test
+  void callerInterruptedDuringTheAcquireReturnsAtOnceAndTheLatePermitIsReportedCancelled()
+      throws Exception {
+    String dep = "interrupt/cancel-acquire";
+    AtomicInteger calls = new AtomicInteger();
+    CompletableFuture<Throwable> seen = new CompletableFuture<>();
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    server.freeze(); // the client's decision timeout is 2 s: the Acquire waits
+    try {
+      long start = System.nanoTime();
+      Future<?> task = pool.submit(() -> {
+        try {
+          client.call(dep, calls::incrementAndGet);
+          seen.complete(null);
+        } catch (Throwable t) {
+          seen.complete(t);
+        }
+      });
+      sleepUntil(start, 50);
+      assertTrue(task.cancel(true));
+      // At once: well before breakerd can answer (it continues at 300 ms).
+      Throwable t = seen.get(200, TimeUnit.MILLISECONDS);
+      assertTrue(t instanceof InterruptedException, "the caller got " + t);
+      sleepUntil(start, 300);
+    } finally {
+      server.thaw();
+      pool.shutdownNow();
+    }
+    assertEquals(0, calls.get(), "the guarded function never runs");
+    // The permit breakerd granted after SIGCONT comes back, once, CANCELLED.
+    server.assertReports(dep, "cancelled", 1);
+    server.assertEveryPermitReported(dep);
+    assertEquals(1, server.permitsGranted(dep));
+    assertEquals(1, server.reports(dep));
+    assertEquals(0, client.stats().failOpen());
+  }
+
+  private static void sleepUntil(long startNanos, long millis) throws InterruptedException {
+    long left = startNanos + TimeUnit.MILLISECONDS.toNanos(millis) - System.nanoTime();
+    if (left > 0) {
+      TimeUnit.NANOSECONDS.sleep(left);
+    }
   }
 
   @Test
@@ -225,14 +294,8 @@ class InterruptTest {
     }
     assertTrue(Thread.interrupted());
 
-    assertTrue(eventually(WAIT, () -> {
-      try {
-        return reports(dep, "cancelled") == 2;
-      } catch (Exception e) {
-        throw new IllegalStateException(e);
-      }
-    }), "expected 2 CANCELLED reports, got " + reports(dep, "cancelled"));
-    assertEquals(2, allReports(dep));
+    server.assertReports(dep, "cancelled", 2);
+    assertEquals(2, server.reports(dep));
     assertEquals(0, client.stats().failOpen());
     assertEquals(0, client.stats().reportErrors());
     assertEquals(List.of(), warnings());

@@ -5,47 +5,35 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.IOException;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /** Required test 2: a breaker opened through one client is refused locally by another. */
 class LocalRefusalTest {
   private static final Duration WAIT = Duration.ofSeconds(10);
+
+  @RegisterExtension static final BreakerdExtension breakerd = new BreakerdExtension();
+
   private static BreakerdServer server;
   private static BreakerdClient first;
   private static BreakerdClient second;
 
   @BeforeAll
-  static void start() throws Exception {
-    server = BreakerdServer.start();
-    first = server.client();
-    second = server.client(); // its own channel and Watch stream
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    for (AutoCloseable c : new AutoCloseable[] {first, second, server}) {
-      if (c != null) {
-        c.close();
-      }
-    }
+  static void start() {
+    server = breakerd.server();
+    first = breakerd.client();
+    second = breakerd.newClient(b -> {}); // its own channel and Watch stream
   }
 
   /** Three failures through {@code first} open {@code dep} (consecutive_failures: 3). */
-  private static void trip(String dep) {
-    for (int i = 0; i < 3; i++) {
-      assertThrows(IOException.class, () -> first.call(dep, () -> {
-        throw new IOException("upstream down");
-      }));
-    }
-    assertEquals(io.breakerd.v1.State.STATE_OPEN, server.status(dep).getState());
+  private static void trip(String dep) throws Exception {
+    server.trip(first, dep);
   }
 
   /** How many {@code method} RPCs breakerd handled (every status code). */
@@ -57,7 +45,7 @@ class LocalRefusalTest {
   void openedByOneClientRefusedLocallyByAnother() throws Exception {
     String dep = "local/tripped";
     trip(dep);
-    assertTrue(eventually(WAIT, () -> second.watchedState(dep).equals(Optional.of(State.OPEN))),
+    assertTrue(eventually(WAIT, () -> second.cachedState(dep).equals(Optional.of(State.OPEN))),
         "the second client's Watch never reported OPEN");
 
     double acquiresBefore = server.acquires(dep);
@@ -84,7 +72,7 @@ class LocalRefusalTest {
     String dep = "local/forced";
     server.forceOpen(dep);
     assertTrue(eventually(WAIT,
-        () -> second.watchedState(dep).equals(Optional.of(State.FORCED_OPEN))));
+        () -> second.cachedState(dep).equals(Optional.of(State.FORCED_OPEN))));
     double acquiresBefore = server.acquires(dep);
 
     BreakerOpenException e = assertThrows(BreakerOpenException.class, () -> second.acquire(dep));
@@ -107,7 +95,7 @@ class LocalRefusalTest {
   void openPastItsCooldownGoesToBreakerd() throws Exception {
     String dep = "short/local"; // cooldown 1 s
     trip(dep);
-    assertTrue(eventually(WAIT, () -> second.watchedState(dep).equals(Optional.of(State.OPEN))));
+    assertTrue(eventually(WAIT, () -> second.cachedState(dep).equals(Optional.of(State.OPEN))));
     BreakerOpenException e = assertThrows(BreakerOpenException.class, () -> second.acquire(dep));
     assertEquals(Decision.Source.LOCAL, e.source());
     assertTrue(e.retryAfter().compareTo(Duration.ofSeconds(1)) <= 0);
@@ -127,6 +115,6 @@ class LocalRefusalTest {
     assertTrue(probe[0].probe());
     assertEquals(io.breakerd.v1.State.STATE_CLOSED, server.status(dep).getState());
     assertTrue(eventually(WAIT,
-        () -> second.watchedState(dep).equals(Optional.of(State.CLOSED))));
+        () -> second.cachedState(dep).equals(Optional.of(State.CLOSED))));
   }
 }

@@ -97,6 +97,8 @@ class OutcomeTest {
     assertFalse(Kind.BAD_REQUEST.isRetryable());
     assertFalse(Kind.AUTH_ERROR.isRetryable());
     assertFalse(Kind.CANCELLED.isRetryable());
+    assertFalse(Kind.SOFT_FAILURE.isRetryable(), "the upstream answered: not retried");
+    assertFalse(Outcome.of(Kind.SOFT_FAILURE).isRetryable());
   }
 
   @Test

@@ -1,6 +1,5 @@
 package io.breakerd.client;
 
-import static io.breakerd.client.BreakerdServer.eventually;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
@@ -11,47 +10,32 @@ import java.io.IOException;
 import java.net.ConnectException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
-import java.time.Duration;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * The documented by-hand pattern ({@code try (Permit p = acquire(dep)) { r = p.call(...);
  * p.report(...); }}) reports what happened, so it opens the breaker as the guard does.
  */
 class PermitTest {
-  private static final Duration WAIT = Duration.ofSeconds(5);
   private static final int CALLS = 10;
   /** The default policy of {@link BreakerdServer#CONFIG}: consecutive_failures 3. */
   private static final int THRESHOLD = 3;
 
-  private static BreakerdServer server;
-  private static BreakerdClient client;
+  @RegisterExtension static final BreakerdExtension breakerd = new BreakerdExtension();
+
   /** A loopback port nothing listens on: connecting is refused. */
   private static int closedPort;
 
-  @BeforeAll
-  static void start() throws Exception {
-    server = BreakerdServer.start();
-    client = server.client();
-    assertTrue(client.awaitReady(WAIT));
-    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-      closedPort = s.getLocalPort();
-    }
-  }
+  private final BreakerdServer server = breakerd.server();
+  private final BreakerdClient client = breakerd.client();
 
-  @AfterAll
-  static void stop() throws Exception {
-    if (client != null) {
-      client.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+  @BeforeAll
+  static void reservePort() throws Exception {
+    closedPort = BreakerdServer.freePort();
   }
 
   /** An upstream that is down: a real connection refused; would answer 200 otherwise. */
@@ -63,16 +47,9 @@ class PermitTest {
     return 200;
   }
 
-  private static void assertCounted(String dep, String cls, String effect, int expected)
+  private void assertCounted(String dep, String cls, String effect, int expected)
       throws Exception {
-    assertTrue(eventually(WAIT, () -> {
-      try {
-        return server.reports(dep, cls, effect) == expected;
-      } catch (Exception e) {
-        throw new IllegalStateException(e);
-      }
-    }), dep + ": expected " + expected + " reports " + cls + "/" + effect + ", got "
-        + server.reports(dep, cls, effect));
+    server.assertReports(dep, cls, effect, expected);
   }
 
   @Test
@@ -125,7 +102,7 @@ class PermitTest {
       assertTrue(p.isReported());
     }
     assertCounted(dep, "server_error", "counted_failure", 1);
-    assertEquals(1, server.metric("breakerd_reports_total", java.util.Map.of("dependency", dep)));
+    assertEquals(1, server.reports(dep));
   }
 
   @Test

@@ -11,33 +11,22 @@ import java.io.IOException;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
-/** Required test 4: the retry helper never retries while the breaker is open. */
+/**
+ * Required test 4: the retry helper never retries while the breaker is open,
+ * nor an outcome that another try would not mend.
+ */
 class RetryTest {
   /** Short sleeps keep the test quick; the backoff itself is covered by RetryPolicyTest. */
   private static final RetryPolicy FIVE = RetryPolicy.ofAttempts(5)
       .withBackoff(Duration.ofMillis(1), Duration.ofMillis(10));
-  private static BreakerdServer server;
-  private static BreakerdClient client;
 
-  @BeforeAll
-  static void start() throws Exception {
-    server = BreakerdServer.start();
-    client = server.client();
-  }
+  @RegisterExtension static final BreakerdExtension breakerd = new BreakerdExtension();
 
-  @AfterAll
-  static void stop() throws Exception {
-    if (client != null) {
-      client.close();
-    }
-    if (server != null) {
-      server.close();
-    }
-  }
+  private final BreakerdServer server = breakerd.server();
+  private final BreakerdClient client = breakerd.client();
 
   @Test
   void stopsWhenTheBreakerOpens() throws Exception {
@@ -91,6 +80,37 @@ class RetryTest {
     }, Classifier.ofResult(Outcome::fromHttpStatus));
     assertEquals(404, status);
     assertEquals(1, httpCalls.get());
+  }
+
+  // conformance: soft-failure
+  @Test
+  void softFailureIsNotRetried() throws Exception {
+    RetryPolicy three = RetryPolicy.ofAttempts(3)
+        .withBackoff(Duration.ofMillis(1), Duration.ofMillis(10));
+    // A result the classifier calls a soft failure (a model refusal, a content filter).
+    String dep = "retry/soft-result";
+    AtomicInteger calls = new AtomicInteger();
+    String answer = client.retry(dep, three, () -> {
+      calls.incrementAndGet();
+      return "I cannot help with that";
+    }, Classifier.ofResult(r -> Outcome.of(Outcome.Kind.SOFT_FAILURE)));
+    assertEquals("I cannot help with that", answer, "the caller gets the call's result");
+    assertEquals(1, calls.get(), "a soft failure is not retried");
+    server.assertReports(dep, "soft_failure", 1);
+    assertEquals(1, server.reports(dep));
+
+    // An error the classifier calls a soft failure.
+    String errDep = "retry/soft-error";
+    AtomicInteger errCalls = new AtomicInteger();
+    IOException filtered = new IOException("content filter");
+    assertSame(filtered, assertThrows(IOException.class, () -> client.retry(errDep, three, () -> {
+      errCalls.incrementAndGet();
+      throw filtered;
+    }, Classifier.standard().withErrors(e -> Outcome.of(Outcome.Kind.SOFT_FAILURE)))),
+        "the caller gets the call's error");
+    assertEquals(1, errCalls.get());
+    server.assertReports(errDep, "soft_failure", 1);
+    assertEquals(1, server.reports(errDep));
   }
 
   @Test

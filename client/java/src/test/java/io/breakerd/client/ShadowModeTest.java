@@ -5,12 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.IOException;
 import java.time.Duration;
 import java.util.Optional;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /** A breaker in shadow mode is open in the Watch cache but never refused locally. */
 class ShadowModeTest {
@@ -26,56 +25,45 @@ class ShadowModeTest {
           consecutive_failures: 3
       """;
 
-  private static BreakerdServer server;
-  private static BreakerdClient client;
+  @RegisterExtension static final BreakerdExtension breakerd = new BreakerdExtension(CONFIG);
 
-  @BeforeAll
-  static void start() throws Exception {
-    server = BreakerdServer.startWithConfig(CONFIG);
-    client = server.client();
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    for (AutoCloseable c : new AutoCloseable[] {client, server}) {
-      if (c != null) {
-        c.close();
-      }
-    }
-  }
+  private final BreakerdServer server = breakerd.server();
+  private final BreakerdClient client = breakerd.client();
 
   /** Three failing guarded calls (consecutive_failures: 3), then the Watch cache sees OPEN. */
-  private static void tripAndWatch(String dep) throws InterruptedException {
-    for (int i = 0; i < 3; i++) {
-      assertThrows(IOException.class, () -> client.call(dep, () -> {
-        throw new IOException("upstream down");
-      }));
-    }
-    assertEquals(io.breakerd.v1.State.STATE_OPEN, server.status(dep).getState());
-    assertTrue(eventually(WAIT, () -> client.watchedState(dep).equals(Optional.of(State.OPEN))),
+  private void tripAndWatch(String dep) throws Exception {
+    server.trip(client, dep);
+    assertTrue(eventually(WAIT, () -> client.cachedState(dep).equals(Optional.of(State.OPEN))),
         "the Watch cache never saw " + dep + " open");
   }
 
+  // conformance: shadow
   @Test
   void openShadowBreakerGoesToTheSidecarAndIsAllowed() throws Exception {
     String dep = "payments/psp";
     tripAndWatch(dep);
     assertEquals("shadow", server.status(dep).getMode());
-    long localBefore = client.stats().localRejections();
+    Stats before = client.stats();
     double acquiresBefore = server.acquires(dep);
 
-    try (Permit p = client.acquire(dep)) {
-      assertTrue(p.decision().allowed());
-      assertEquals(Decision.Source.SIDECAR, p.decision().source());
-      p.success();
+    // 20 guarded calls all run: each decision allowed by breakerd, none LOCAL.
+    AtomicInteger ran = new AtomicInteger();
+    for (int i = 0; i < 20; i++) {
+      assertEquals(i + 1, client.call(dep, ran::incrementAndGet));
     }
-    // Retries follow the same rule.
-    try (Permit p = client.acquire(dep, 1)) {
-      assertEquals(Decision.Source.SIDECAR, p.decision().source());
+    assertEquals(20, ran.get());
+    Stats after = client.stats();
+    assertEquals(before.localRejections(), after.localRejections(), "refused locally");
+    assertEquals(before.failOpen(), after.failOpen(), "not decided by breakerd");
+    assertEquals(acquiresBefore + 20, server.acquires(dep), "breakerd decided all 20");
+    // By hand, first tries and retries alike: SIDECAR.
+    for (int attempt : new int[] {0, 1}) {
+      try (Permit p = client.acquire(dep, attempt)) {
+        assertTrue(p.decision().allowed());
+        assertEquals(Decision.Source.SIDECAR, p.decision().source());
+        p.success();
+      }
     }
-
-    assertEquals(localBefore, client.stats().localRejections());
-    assertEquals(acquiresBefore + 2, server.acquires(dep), "breakerd decided both");
   }
 
   @Test

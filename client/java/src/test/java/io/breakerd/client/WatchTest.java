@@ -20,7 +20,7 @@ class WatchTest {
       String before = "watch/before-restart";
       server.forceOpen(before);
       assertTrue(eventually(WAIT,
-          () -> client.watchedState(before).equals(Optional.of(State.FORCED_OPEN))),
+          () -> client.cachedState(before).equals(Optional.of(State.FORCED_OPEN))),
           "the cache never learned the transition");
       assertEquals(0, server.acquires(before), "learned without any Acquire");
       assertEquals(0, client.stats().watchReconnects());
@@ -35,11 +35,11 @@ class WatchTest {
         } catch (RuntimeException notYet) {
           return false;
         }
-        return client.watchedState(after).equals(Optional.of(State.FORCED_OPEN));
+        return client.cachedState(after).equals(Optional.of(State.FORCED_OPEN));
       }), "the Watch stream did not come back after the restart");
       assertTrue(client.stats().watchReconnects() >= 1);
       // The new process knows nothing of the old breaker, and neither does the cache.
-      assertEquals(Optional.empty(), client.watchedState(before));
+      assertEquals(Optional.empty(), client.cachedState(before));
       BreakerOpenException e = org.junit.jupiter.api.Assertions.assertThrows(
           BreakerOpenException.class, () -> client.acquire(after));
       assertEquals(Decision.Source.LOCAL, e.source());
