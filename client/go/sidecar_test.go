@@ -27,17 +27,15 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-const testConfig = `defaults:
-  consecutive_failures: 3
-  failure_rate: { threshold: 0 }
-  cooldown: { base: 30s, max: 60s, jitter: 0 }
-policies:
-  - match: "short/*"
-    cooldown: { base: 1s, max: 2s, jitter: 0 }
-  - match: "payments/*"
-    mode: shadow
-    consecutive_failures: 3
-`
+// testConfig is the config every client's suite starts breakerd with
+// (client/conformance/breakerd.yaml; go test runs in the package folder).
+var testConfig = func() string {
+	b, err := os.ReadFile(filepath.Join("..", "conformance", "breakerd.yaml"))
+	if err != nil {
+		panic(fmt.Sprintf("the shared test config: %v", err))
+	}
+	return string(b)
+}()
 
 const adminToken = "go-client-test-token"
 

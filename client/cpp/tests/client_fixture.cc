@@ -165,7 +165,12 @@ void ClientTest::TearDown() {
 
 void ClientTest::StartBreakerd(BreakerdProcess* proc,
                                std::vector<std::string> extra) {
-  extra.push_back("--config=" + proc->WriteFile("config.yaml", kConfig));
+  // A copy in the process's own folder: a test may rewrite it to reload.
+  std::ifstream shared(kConfigPath);
+  ASSERT_TRUE(shared.good()) << "cannot read " << kConfigPath;
+  const std::string config((std::istreambuf_iterator<char>(shared)),
+                           std::istreambuf_iterator<char>());
+  extra.push_back("--config=" + proc->WriteFile("config.yaml", config));
   extra.push_back("--admin-token-file=" + proc->WriteFile("token", kToken));
   ASSERT_TRUE(proc->Start(extra));
 }

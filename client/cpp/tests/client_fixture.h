@@ -29,21 +29,12 @@ namespace breakerd::client {
 inline constexpr char kToken[] = "client-test-token";
 inline constexpr absl::Duration kWait = absl::Seconds(5);
 
-// Three failures in a row open a breaker for 30 s (long enough that no test
-// sees the cooldown end); "short/*" cools down in 1 s; "payments/*" opens
-// the same way but in shadow mode (breakerd allows every call).
-inline constexpr char kConfig[] = R"(
-defaults:
-  consecutive_failures: 3
-  failure_rate: { threshold: 0 }
-  cooldown: { base: 30s, max: 60s, jitter: 0 }
-policies:
-  - match: "short/*"
-    cooldown: { base: 1s, max: 2s, jitter: 0 }
-  - match: "payments/*"
-    mode: shadow
-    consecutive_failures: 3
-)";
+// The config every client's suite starts breakerd with
+// (client/conformance/breakerd.yaml): three failures in a row open a breaker
+// for 30 s (long enough that no test sees the cooldown end); "short/*" cools
+// down in 1 s; "payments/*" opens the same way but in shadow mode (breakerd
+// allows every call).
+inline constexpr char kConfigPath[] = BREAKERD_CLIENT_TEST_CONFIG;
 
 // True once `pid` is stopped (SIGSTOP delivered: state T in /proc).
 bool IsStopped(pid_t pid);

@@ -13,15 +13,13 @@ import type { AdminClient } from '../src/generated/breakerd/v1/Admin';
 import type { BreakerClient } from '../src/generated/breakerd/v1/Breaker';
 import type { BreakerStatus__Output } from '../src/generated/breakerd/v1/BreakerStatus';
 
-/** consecutive_failures 3, no failure-rate rule, 30 s cooldowns; `short/*` cools down in 1 s. */
-export const CONFIG = `defaults:
-  consecutive_failures: 3
-  failure_rate: { threshold: 0 }
-  cooldown: { base: 30s, max: 60s, jitter: 0 }
-policies:
-  - match: "short/*"
-    cooldown: { base: 1s, max: 2s, jitter: 0 }
-`;
+/**
+ * The config every client's suite starts breakerd with
+ * (client/conformance/breakerd.yaml): consecutive_failures 3, no
+ * failure-rate rule, 30 s cooldowns; `short/*` cools down in 1 s;
+ * `payments/*` is in shadow mode. Read from dist/test at run time.
+ */
+export const CONFIG = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'conformance', 'breakerd.yaml'), 'utf8');
 
 const START_TIMEOUT_MS = 10_000;
 

@@ -2,13 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { BreakerdClient } from '../src/index';
-import { Breakerd, CONFIG, httpError, waitFor } from './helpers';
-
-/** CONFIG plus a shadow policy for payments/*. */
-const SHADOW_CONFIG = `${CONFIG}  - match: "payments/*"
-    mode: shadow
-    consecutive_failures: 3
-`;
+import { Breakerd, httpError, waitFor } from './helpers';
 
 describe('shadow mode', () => {
   let bd: Breakerd;
@@ -16,7 +10,7 @@ describe('shadow mode', () => {
   let watcher: BreakerdClient;
 
   before(async () => {
-    bd = await Breakerd.start(SHADOW_CONFIG);
+    bd = await Breakerd.start(); // payments/* is in shadow mode in CONFIG
     tripper = new BreakerdClient({ target: bd.grpcAddr, decisionTimeoutMs: 2000, watch: false, logger: null });
     watcher = new BreakerdClient({ target: bd.grpcAddr, decisionTimeoutMs: 2000, logger: null });
     await waitFor('the watch stream', () => watcher.watching);

@@ -35,18 +35,8 @@ from breakerd._proto import breaker_pb2 as pb
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
 
-CONFIG = """\
-defaults:
-  consecutive_failures: 3
-  failure_rate: { threshold: 0 }
-  cooldown: { base: 30s, max: 60s, jitter: 0 }
-policies:
-  - match: "short/*"
-    cooldown: { base: 1s, max: 2s, jitter: 0 }
-  - match: "payments/*"
-    mode: shadow
-    consecutive_failures: 3
-"""
+# The config every client's suite starts breakerd with.
+CONFIG = (Path(__file__).resolve().parents[2] / "conformance" / "breakerd.yaml").read_text()
 TOKEN = "test-token-" + uuid.uuid4().hex
 # Generous: the suite may share two cores with other languages' suites.
 DECISION_TIMEOUT = 2.0

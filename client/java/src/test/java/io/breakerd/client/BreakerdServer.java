@@ -13,6 +13,7 @@ import io.grpc.stub.MetadataUtils;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -39,15 +40,11 @@ import java.util.regex.Pattern;
  * loopback ports, with helpers to read its /metrics and call its Admin service.
  */
 final class BreakerdServer implements AutoCloseable {
-  static final String CONFIG = """
-      defaults:
-        consecutive_failures: 3
-        failure_rate: { threshold: 0 }
-        cooldown: { base: 30s, max: 60s, jitter: 0 }
-      policies:
-        - match: "short/*"
-          cooldown: { base: 1s, max: 2s, jitter: 0 }
-      """;
+  /**
+   * The config every client's suite starts breakerd with
+   * (client/conformance/breakerd.yaml; Maven runs the tests in client/java).
+   */
+  static final String CONFIG = readConfig();
   static final String TOKEN = "java-test-token";
   private static final Pattern GRPC = Pattern.compile("\"grpc\":\"([^\"]+)\"");
   private static final Pattern METRICS = Pattern.compile("\"metrics\":\"([^\"]+)\"");
@@ -64,6 +61,15 @@ final class BreakerdServer implements AutoCloseable {
 
   private BreakerdServer(Path dir) {
     this.dir = dir;
+  }
+
+  private static String readConfig() {
+    Path path = Path.of("..", "conformance", "breakerd.yaml");
+    try {
+      return Files.readString(path);
+    } catch (IOException e) {
+      throw new UncheckedIOException("the shared test config " + path.toAbsolutePath(), e);
+    }
   }
 
   /** Starts breakerd on free ports with {@link #CONFIG}. */

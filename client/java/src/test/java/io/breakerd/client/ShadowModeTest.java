@@ -14,18 +14,8 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 /** A breaker in shadow mode is open in the Watch cache but never refused locally. */
 class ShadowModeTest {
   private static final Duration WAIT = Duration.ofSeconds(10);
-  private static final String CONFIG = """
-      defaults:
-        consecutive_failures: 3
-        failure_rate: { threshold: 0 }
-        cooldown: { base: 30s, max: 60s, jitter: 0 }
-      policies:
-        - match: "payments/*"
-          mode: shadow
-          consecutive_failures: 3
-      """;
-
-  @RegisterExtension static final BreakerdExtension breakerd = new BreakerdExtension(CONFIG);
+  // payments/* is in shadow mode in BreakerdServer.CONFIG.
+  @RegisterExtension static final BreakerdExtension breakerd = new BreakerdExtension();
 
   private final BreakerdServer server = breakerd.server();
   private final BreakerdClient client = breakerd.client();
