@@ -89,9 +89,11 @@ import java.util.concurrent.atomic.LongAdder;
  * while breakerd answered no other RPC of this client since its request was
  * written, breakerd is <em>away</em> (a timeout while it answers others is one
  * late answer: that decision alone fails open): until it is back, decisions fail open
- * (or closed) at once without an RPC (counted in {@link Stats#awayDecisions()})
- * and Reports are not sent (counted in {@link Stats#reportErrors()}), so a hung
- * sidecar does not cost every call the decision timeout. Meanwhile a
+ * (or closed) at once without an RPC (counted in {@link Stats#awayDecisions()}),
+ * so a hung sidecar does not cost every call the decision timeout, and Reports
+ * are held, not sent and not dropped (up to {@value HeldReports#LIMIT}; past that
+ * the oldest is dropped and counted in {@link Stats#reportErrors()}): they are
+ * sent, from the client's own thread, as soon as breakerd is back. Meanwhile a
  * {@code grpc.health.v1.Health/Check} probe runs every away probe interval; the
  * client is back when it answers SERVING or the Watch stream delivers a message.
  * Callers still waiting for a place in the window are then answered at once
@@ -146,6 +148,8 @@ public final class BreakerdClient implements AutoCloseable {
   private final WatchCache watch; // null when watch is off
   /** At most {@value SendWindow#LIMIT} Acquire, AcquireFirst and Report RPCs on the wire. */
   private final SendWindow window = new SendWindow(SendWindow.LIMIT);
+  /** Reports made while breakerd is away: sent once it is back. */
+  private final HeldReports<HeldReport> held = new HeldReports<>(HeldReports.LIMIT);
 
   private final LongAdder failOpen = new LongAdder();
   private final LongAdder failClosed = new LongAdder();
@@ -461,8 +465,9 @@ public final class BreakerdClient implements AutoCloseable {
   /**
    * Ends the Watch stream, the away probes and the channel. Idempotent. From
    * now on decisions, guards and {@link #awaitReady} throw
-   * {@link ClientClosedException}; Reports of permits still out are not sent
-   * (counted in {@link Stats#reportErrors()}, never thrown).
+   * {@link ClientClosedException}; Reports of permits still out, and Reports
+   * held while breakerd was away, are not sent (counted in
+   * {@link Stats#reportErrors()}, never thrown).
    */
   @Override
   public void close() {
@@ -470,6 +475,7 @@ public final class BreakerdClient implements AutoCloseable {
       return;
     }
     window.flush(); // callers still queued: closed; queued Reports: counted
+    dropHeld(); // Reports held while breakerd was away: counted
     if (watch != null) {
       watch.close();
     }
@@ -628,8 +634,8 @@ public final class BreakerdClient implements AutoCloseable {
     if (decision.permit() == 0) {
       return CompletableFuture.completedFuture(null); // fail-open: nothing to report against
     }
-    if (closed.get() || (away.get() && !keep)) {
-      reportErrors.increment(); // not sent: away, it would wait out the timeout
+    if (closed.get()) {
+      reportErrors.increment(); // not sent: the channel is gone
       return CompletableFuture.completedFuture(null);
     }
     ReportRequest.Builder req = ReportRequest.newBuilder()
@@ -646,11 +652,77 @@ public final class BreakerdClient implements AutoCloseable {
     if (!outcome.retryAfter().isZero()) {
       req.setRetryAfter(Protos.duration(outcome.retryAfter()));
     }
-    return sender.send(sender.newRpc(BreakerGrpc.getReportMethod(), req.build(), keep, null))
+    HeldReport report = new HeldReport(decision, req.build());
+    if (away.get() && !keep) {
+      hold(report); // away: it would wait out the timeout; sent once breakerd is back
+      return CompletableFuture.completedFuture(null);
+    }
+    return sendReport(report, keep);
+  }
+
+  /**
+   * Sends {@code report} through the window. One the window does not send
+   * because breakerd is away meanwhile is held; one not sent because the
+   * client closed, or that fails, is counted in report_errors.
+   */
+  private CompletableFuture<Void> sendReport(HeldReport report, boolean keep) {
+    return sender.send(sender.newRpc(BreakerGrpc.getReportMethod(), report.request(), keep, null))
         .handle((ok, error) -> {
-          reported(decision, error);
+          if (error instanceof UnarySender.NotSent && !closed.get()) {
+            hold(report); // marked away while it waited for a place
+          } else {
+            reported(report.decision(), error);
+          }
           return null;
         });
+  }
+
+  /** A Report made while breakerd is away, and the decision it is for. */
+  private record HeldReport(Decision decision, ReportRequest request) {}
+
+  /**
+   * Holds {@code report} until breakerd is back; past {@value HeldReports#LIMIT}
+   * held, the oldest is given up (counted in report_errors). Not an error itself.
+   */
+  private void hold(HeldReport report) {
+    HeldReport dropped = held.add(report);
+    if (dropped != null) {
+      reportErrors.increment();
+      if (!reportLog.isWrong()) {
+        reportLog.wrong(Level.WARNING, "breakerd at " + target + " is away and "
+            + HeldReports.LIMIT + " Reports are held: the oldest, for "
+            + dropped.decision().dependency() + ", is dropped (counted in report_errors;"
+            + " logged again when Reports work again)");
+      }
+    }
+    // Back (or closed) since the caller looked: heardFrom()/close() may have
+    // taken the held reports before this one was added.
+    if (closed.get()) {
+      dropHeld();
+    } else if (!away.get()) {
+      sendHeld();
+    }
+  }
+
+  /**
+   * breakerd is back: sends the held reports, in the order they were made,
+   * from the client's own thread (not some unrelated caller's).
+   */
+  private void sendHeld() {
+    try {
+      scheduler.execute(() -> {
+        for (HeldReport report : held.takeAll()) {
+          sendReport(report, false); // away again meanwhile: held again
+        }
+      });
+    } catch (RejectedExecutionException clientClosed) {
+      dropHeld();
+    }
+  }
+
+  /** The client is closed: the held reports are given up, counted in report_errors. */
+  private void dropHeld() {
+    reportErrors.add(held.takeAll().size());
   }
 
   /** Counts and logs how a Report ended ({@code error} null: accepted). */
@@ -717,8 +789,8 @@ public final class BreakerdClient implements AutoCloseable {
   }
 
   private void heardFrom(String how) {
-    if (away.get()) {
-      away.set(false);
+    if (away.get() && away.compareAndSet(true, false)) {
+      sendHeld();
     }
     if (sidecarLog.isWrong()) {
       sidecarLog.right(Level.INFO,

@@ -9,7 +9,9 @@ package io.breakerd.client;
  *     fail mode closed)
  * @param localRejections decisions refused from the Watch cache without an RPC
  * @param reportErrors Reports that breakerd did not accept or did not answer in time,
- *     or that were not sent because breakerd was away
+ *     or that were not sent: made after close, held while breakerd was away when the
+ *     client closed, or the oldest held past 1,024 (a Report held while breakerd is
+ *     away is not an error: it is sent once breakerd is back)
  * @param watchReconnects times the Watch stream ended and was started again
  * @param awayDecisions fail-open or fail-closed decisions made without an RPC because
  *     breakerd was away (also counted in {@code failOpen} or {@code failClosed})

@@ -162,15 +162,71 @@ class SidecarAwayTest {
       assertEquals(before.awayDecisions() + 2, client.stats().awayDecisions());
       assertEquals(0, server.acquires(unseen), "no Acquire RPC while away");
 
-      held.success(); // not sent while away: counted as a Report error
-      assertEquals(before.reportErrors() + 1, client.stats().reportErrors());
+      held.success(); // not sent while away, not dropped: held, not an error
+      assertEquals(before.reportErrors(), client.stats().reportErrors());
       assertEquals(0, server.reports(dep, "success", "counted_success"));
 
-      // Any Watch message (here: a transition of another breaker) means back.
+      // Any Watch message (here: a transition of another breaker) means back,
+      // and the held Report goes out.
       server.forceOpen("away/poke");
       assertEquals(Decision.Source.SIDECAR, untilSidecar(client, dep, BACK).source(),
           "a Watch message did not end away");
-      assertEquals(1, server.reports(dep, "success", "counted_success"));
+      server.assertReports(dep, "success", "counted_success", 2); // held + untilSidecar's
+      assertEquals(before.reportErrors(), client.stats().reportErrors());
+    }
+  }
+
+  // conformance: report-while-away
+  @Test
+  void reportMadeWhileAwayIsHeldAndSentWhenBreakerdIsBack() throws Exception {
+    String dep = "short/report-while-away"; // opens after 3 failures, cools down in 1 s
+    String other = "away/other";
+    try (BreakerdClient tripper = server.client(); // 2 s timeout: every trip failure counts
+        BreakerdClient client = defaults(FailMode.OPEN)) {
+      assertEquals(Decision.Source.SIDECAR, untilSidecar(client, other, WAIT).source());
+      server.trip(tripper, dep);
+      Stats before = client.stats();
+      long[] thawed = new long[1];
+      boolean[] probed = new boolean[1];
+
+      // The first Acquire after the cooldown is the probe: take it with a guarded call.
+      assertTrue(eventually(WAIT, () -> {
+        long failOpen = client.stats().failOpen();
+        try {
+          return client.call(dep, () -> {
+            if (client.stats().failOpen() != failOpen) {
+              return false; // failed open (a loaded machine): not the probe, try again
+            }
+            assertEquals(io.breakerd.v1.State.STATE_HALF_OPEN, server.status(dep).getState());
+            server.freeze();
+            try {
+              long away0 = client.stats().awayDecisions();
+              assertEquals(Decision.Source.FAIL_OPEN, source(client, other)); // marks away
+              assertEquals(Decision.Source.FAIL_OPEN, source(client, other));
+              assertEquals(away0 + 1, client.stats().awayDecisions(), "not marked away");
+            } finally {
+              server.thaw();
+              thawed[0] = System.nanoTime();
+            }
+            probed[0] = true;
+            return true; // success, reported while breakerd is still marked away
+          });
+        } catch (BreakerOpenException stillOpen) {
+          return false; // cooling down
+        }
+      }), "never got the probe permit");
+      assertTrue(probed[0]);
+
+      // Held, then sent once the probe (or the Watch stream) finds breakerd back.
+      boolean closedInTime = eventually(BACK.plusMillis(500).minusNanos(
+          System.nanoTime() - thawed[0]),
+          () -> server.status(dep).getState() == io.breakerd.v1.State.STATE_CLOSED);
+      assertTrue(closedInTime, "not CLOSED within 2 s of SIGCONT: " + server.samples(dep));
+      assertEquals(1, server.reports(dep, "success"), "the probe's report: " + server.samples(dep));
+      assertEquals(before.reportErrors(), client.stats().reportErrors());
+      // Nobody is refused PROBE_IN_FLIGHT for the rest of the lease.
+      Decision next = untilSidecar(client, dep, WAIT);
+      assertTrue(next.allowed(), "after the probe's report: " + next);
     }
   }
 
