@@ -32,6 +32,7 @@ from grpc_health.v1 import health_pb2  # grpc-stubs types this module as Any
 
 from ._cache import StateCache
 from ._changelog import ChangeLog
+from ._held import HeldReports
 from ._outcome import Outcome, OutcomeKind
 from ._presence import SidecarPresence
 from ._proto import breaker_pb2 as pb
@@ -209,9 +210,10 @@ class Client:
             is away (default 0.1). An Acquire or AcquireFirst that finds
             breakerd unavailable, or times out while breakerd answered no
             other RPC of this client after it was sent, makes it away:
-            decisions then fail open (or closed) at once, with no RPC and no
-            Report, until a ``grpc.health.v1.Health/Check`` succeeds or the
-            Watch stream delivers a message. Nothing runs while breakerd is
+            decisions then fail open (or closed) at once, with no RPC, and
+            Reports are held (sent once breakerd is back), until a
+            ``grpc.health.v1.Health/Check`` succeeds or the Watch stream
+            delivers a message. Nothing runs while breakerd is
             present. One that times out while breakerd answers others was
             only late: that decision alone fails open.
         classifier: maps an exception raised by a guarded call to an Outcome;
@@ -310,11 +312,14 @@ class Client:
             response_deserializer=health_pb2.HealthCheckResponse.FromString,
         )
 
+        # Reports made while breakerd is away: sent once it is back.
+        self._held: HeldReports[pb.ReportRequest] = HeldReports()
         self._sidecar = SidecarPresence(
             self._health_check,
             self._away_probe_interval,
             target=self.target,
             fail_mode=self.fail_mode,
+            on_back=self._send_held,
         )
         self._reports = _Health(
             "breakerd rejects or misses reports: counting them in report_errors",
@@ -378,6 +383,7 @@ class Client:
         if closed:
             self._closed.set()
         self._window = SendWindow()  # the parent's RPCs in flight never finish here
+        self._held = HeldReports()  # the parent's: the parent sends them
         self._watch_call = None
         self._watch_thread = None
         # Present, with an empty cache, until this process hears otherwise.
@@ -412,7 +418,8 @@ class Client:
         """End the Watch stream and close the channel. Idempotent. Afterwards
         every call but :meth:`report` and :meth:`stats` raises
         :class:`ClientClosedError`; a report is dropped (counted in
-        ``report_errors``)."""
+        ``report_errors``), and so are the reports held while breakerd
+        is away."""
         with self._lock:
             if self._closed.is_set():
                 return
@@ -424,6 +431,7 @@ class Client:
         _CLIENTS.discard(self)
         if not connected:
             return
+        self._drop_held()
         if call is not None:
             call.cancel()
         self._channel.close()  # also ends a health check in flight
@@ -600,13 +608,19 @@ class Client:
         """Tell breakerd how the call allowed with ``permit`` went.
 
         ``latency`` is the call's duration in seconds. A permit of 0 (a
-        fail-open decision) is not sent, nor is any while breakerd is away
-        (counted in ``report_errors``). Never raises for a failed Report: it
-        is counted in ``report_errors`` and logged once per change.
+        fail-open decision) is not sent. While breakerd is away the report
+        is held, not sent and not dropped (at most 1,024 per client, past
+        that the oldest is dropped and counted in ``report_errors``), and
+        sent through the send window as soon as breakerd is back. Never
+        raises for a failed Report: it is counted in ``report_errors`` and
+        logged once per change.
         """
-        if not permit or not self._may_report():
+        if not permit or not self._may_send_report():
             return
         request = _report_request(dependency, permit, outcome, latency)
+        if self._sidecar.away:
+            self._hold(request)
+            return
         try:
             self._report_rpc(request, timeout=self.decision_timeout, wait_for_ready=False)
         except grpc.RpcError as err:
@@ -616,24 +630,43 @@ class Client:
         else:
             self._report_ok()
 
-    def _may_report(self) -> bool:
-        """Whether a Report may be sent now; if not (closed, breakerd away,
-        a forked child that cannot connect) it is counted in report_errors."""
-        if not self._may_send_report():
-            return False
-        if self._sidecar.away:
-            self._count("report_errors")
-            return False
-        return True
-
     def _may_send_report(self) -> bool:
-        """:meth:`_may_report`, breakerd away or not."""
+        """Whether a Report may be sent (breakerd away or not); if not
+        (closed, a forked child that cannot connect) it is counted in
+        report_errors."""
         try:
             self._check_open()
         except RuntimeError:  # ClientClosedError, or the forked child's error
             self._count("report_errors")
             return False
         return True
+
+    def _hold(self, request: pb.ReportRequest) -> None:
+        """Holds a Report made while breakerd is away (not an error), to be
+        sent once it is back; the oldest held one dropped past 1,024 is
+        counted in report_errors."""
+        if self._held.hold(request):
+            self._count("report_errors")
+        # breakerd came back, or the client was closed, while this was held:
+        # nobody else would send or drop it.
+        if self._closed.is_set():
+            self._drop_held()
+        elif not self._sidecar.away:
+            self._send_held()
+
+    def _send_held(self) -> None:
+        """breakerd is back: sends the Reports held while it was away
+        through the send window (reports first), without waiting for them;
+        called in the thread that found it back (the away probe's or the
+        Watch stream's), never an unrelated caller's."""
+        for request in self._held.take():
+            self._send_report(request, lambda: None)
+
+    def _drop_held(self) -> None:
+        """The client is closed: the Reports held are dropped, counted."""
+        dropped = len(self._held.take())
+        if dropped:
+            self._count("report_errors", dropped)
 
     def _report_ok(self) -> None:
         self._sidecar.note_answer()
@@ -669,8 +702,9 @@ class Client:
         answered from gRPC's completion thread (no executor). At most 32
         RPCs of the async path are on the wire at once; the others wait
         their turn, and the ``decision_timeout`` of each runs from when it
-        is sent; while breakerd is away the waiting ones are answered at
-        once from the fail mode. A task cancelled while its acquire is in
+        is sent; while breakerd is away the waiting decisions are answered
+        at once from the fail mode, and reports are held until it is back
+        (see :meth:`report`). A task cancelled while its acquire is in
         flight gets its CancelledError at once, and the permit, once it
         arrives, is reported CANCELLED."""
         return AsyncGuard(self, dependency, attempt)
@@ -1070,10 +1104,15 @@ class Client:
         """Sends a Report through the send window, never blocking; counts
         its failure; calls ``notify()`` once it is done, whatever happened.
         ``keep``: sent even while breakerd is away, and not dropped when the
-        window is flushed."""
+        window is flushed; otherwise held while breakerd is away (see
+        :meth:`report`)."""
 
         def start(waited: bool) -> bool:
-            if not (self._may_send_report() if keep else self._may_report()):  # counted
+            if not self._may_send_report():  # counted
+                notify()
+                return False
+            if not keep and self._sidecar.away:
+                self._hold(request)
                 notify()
                 return False
             try:
@@ -1100,8 +1139,8 @@ class Client:
                 self._window.done()
                 notify()
 
-        def drop() -> None:  # breakerd was marked away while this waited: not sent
-            self._count("report_errors")
+        def drop() -> None:  # breakerd was marked away while this waited: held
+            self._hold(request)
             notify()
 
         self._window.submit_report(start, None if keep else drop)
@@ -1440,7 +1479,7 @@ class AsyncGuard(_GuardBase):
         if self.outcome is not None or self.decision is None:
             return
         if not self.decision.permit or self._client._sidecar.away:
-            self._finish(exc)  # sends nothing
+            self._finish(exc)  # sends nothing now (held while away)
             return
         outcome, classifier_error = self._settle(exc)
         await self._client._report_async(

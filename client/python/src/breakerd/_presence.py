@@ -23,7 +23,9 @@ class SidecarPresence:
     a message); a late answer to an RPC sent before does not end it, so the
     next decisions do not wait on a sidecar that is still hung. While away,
     and only then, a daemon thread calls ``probe`` every ``interval``
-    seconds. Each change is logged once, never once per call, and at most
+    seconds; ``on_back`` is called (in the thread that found breakerd back:
+    the probe's or the Watch stream's) each time an away episode ends. Each
+    change is logged once, never once per call, and at most
     one line per 10 s (see :class:`ChangeLog`; ``changes`` replaces the
     default one, e.g. with a test's clock).
     """
@@ -37,8 +39,10 @@ class SidecarPresence:
         fail_mode: str,
         changes: Optional[ChangeLog] = None,
         clock: Callable[[], float] = time.monotonic,
+        on_back: Optional[Callable[[], None]] = None,
     ) -> None:
         # Constant after construction.
+        self._on_back = on_back
         self._changes = changes if changes is not None else ChangeLog()
         self.clock = clock
         """Seconds, monotonic: when an RPC is sent and answered (a test's own)."""
@@ -147,6 +151,11 @@ class SidecarPresence:
             self._changes.change(
                 "back", logging.INFO, "breakerd at %s answers again", self._target
             )
+        if self._on_back is not None:
+            try:
+                self._on_back()
+            except Exception:  # a bug: never let the probe or Watch thread die of it
+                _log.exception("breakerd: sending the reports held while away failed")
 
     def close(self, timeout: float) -> None:
         """Stops the probe thread (waiting at most ``timeout`` seconds for a

@@ -96,7 +96,8 @@ class SendWindow:
 
     def flush(self) -> None:
         """breakerd was marked away: every decision and report waiting is
-        dropped (answered at once, with no RPC), but the reports kept."""
+        dropped (answered at once, with no RPC: the client holds such a
+        report until breakerd is back), but the reports kept."""
         with self._lock:
             dropped = [drop for _, drop in self._reports if drop is not None]
             dropped += [drop for _, drop in self._decisions]
