@@ -3,6 +3,7 @@ package breakerd_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/breakerd/breakerd/client/go"
+	pb "github.com/breakerd/breakerd/client/go/breakerdv1"
 )
 
 // syncBuffer collects a client's log lines (written from several goroutines).
@@ -37,9 +39,9 @@ func (b *syncBuffer) count(substr string) int {
 // timeout: the first Acquire fails open within decision_timeout + 100 ms and
 // marks it away; the next 100 Acquires make no RPC and take less than 100 ms
 // together, all FAIL_OPEN (FAIL_CLOSED with fail mode closed) and counted in
-// AwayDecisions, and Reports are not sent; after SIGCONT the background
-// health check brings decisions from breakerd back within 1.5 s. Away and
-// back are logged once each.
+// AwayDecisions (Reports made meanwhile are held: report-while-away); after
+// SIGCONT the background health check brings decisions from breakerd back
+// within 1.5 s. Away and back are logged once each.
 func TestSidecarAwayDecidesWithoutRPC(t *testing.T) {
 	s := startSidecar(t)
 	ctx := context.Background()
@@ -103,10 +105,9 @@ func TestSidecarAwayDecidesWithoutRPC(t *testing.T) {
 	if err != nil || !d.Allowed || d.Source != breakerd.SourceFailOpen || d.Dependency != "away/a" {
 		t.Fatalf("away AcquireFirst = %+v, %v; want FAIL_OPEN granting away/a", d, err)
 	}
-	open.Report(ctx, dep, 12345, breakerd.Success()) // not sent: counted
 	after := open.Stats()
-	if after.AwayDecisions != before.AwayDecisions+1 || after.ReportErrors != before.ReportErrors+1 {
-		t.Errorf("stats %+v -> %+v; want AcquireFirst an away decision and the Report not sent", before, after)
+	if after.AwayDecisions != before.AwayDecisions+1 {
+		t.Errorf("stats %+v -> %+v; want AcquireFirst an away decision", before, after)
 	}
 
 	s.resume()
@@ -195,4 +196,101 @@ func TestBackWithinASecondOfSidecarRestart(t *testing.T) {
 		t.Errorf("decisions came from breakerd again %v after its restart (outage %v); want within %v", took, outage, limit)
 	}
 	t.Logf("back %v after the restart, outage %v", took, outage)
+}
+
+// conformance: report-while-away
+//
+// A HALF_OPEN breaker (short/* cools down in 1 s) whose probe permit a
+// guarded call holds; during the call breakerd is stopped (SIGSTOP), an
+// Acquire of another dependency marks it away, breakerd continues
+// (SIGCONT), and the guarded call ends with success, its Report made while
+// the client still has breakerd marked away. The Report is held, not
+// dropped, and sent once breakerd is back: the breaker is CLOSED within 2 s
+// of SIGCONT (a dropped probe report would refuse the dependency
+// PROBE_IN_FLIGHT for the probe's whole 10 s lease), breakerd counts the
+// probe's report, and ReportErrors is unchanged.
+func TestReportWhileAwayIsHeldAndSent(t *testing.T) {
+	s := startSidecar(t)
+	c := newDefaultClient(t, s.addr)
+	ctx := context.Background()
+	const dep, other = "short/report-while-away", "short/report-while-away-other"
+
+	// Trip it: three failures in a row.
+	created := false // GetState knows a breaker from its first Acquire
+	eventually(t, "the breaker to open", func() bool {
+		d, err := c.Acquire(ctx, dep, 0)
+		if err == nil && d.Source == breakerd.SourceSidecar {
+			created = true
+		}
+		if err == nil && d.Permit != 0 {
+			c.Report(ctx, dep, d.Permit, breakerd.Explicit(breakerd.ClassServerError))
+		}
+		return created && s.state(dep).State == pb.State_STATE_OPEN
+	})
+	before := c.Stats()
+
+	// After the 1 s cooldown a guarded call takes the probe.
+	var resumed time.Time
+	probeTaken := false
+	for deadline := time.Now().Add(5 * time.Second); !probeTaken; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no guarded call took the probe of %s within 5 s of it opening", dep)
+		}
+		failOpen := c.Stats().FailOpen
+		probes := s.metric("breakerd_acquire_total", map[string]string{"dependency": dep, "decision": "probe"})
+		err := c.Do(ctx, dep, func(context.Context) error {
+			// A decision that failed open (a loaded machine) has no permit.
+			if c.Stats().FailOpen != failOpen || s.state(dep).State != pb.State_STATE_HALF_OPEN ||
+				s.metric("breakerd_acquire_total", map[string]string{"dependency": dep, "decision": "probe"}) != probes+1 {
+				return nil
+			}
+			probeTaken = true
+			s.pause()
+			awayBefore := c.Stats().AwayDecisions
+			if d, err := c.Acquire(ctx, other, 0); err != nil || d.Source != breakerd.SourceFailOpen {
+				t.Errorf("Acquire(%s) while stopped = %+v, %v; want FAIL_OPEN", other, d, err)
+			}
+			if d, err := c.Acquire(ctx, other, 0); err != nil || d.Source != breakerd.SourceFailOpen ||
+				c.Stats().AwayDecisions != awayBefore+1 {
+				t.Errorf("second Acquire(%s) while stopped = %+v, %v, AwayDecisions %d -> %d; want an away decision",
+					other, d, err, awayBefore, c.Stats().AwayDecisions)
+			}
+			s.resume()
+			resumed = time.Now()
+			return nil // success, reported while the client has breakerd away
+		})
+		var open *breakerd.OpenError
+		if err != nil && !errors.As(err, &open) {
+			t.Fatalf("guarded call: %v", err)
+		}
+		if !probeTaken {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	var state pb.State
+	for {
+		state = s.state(dep).State
+		if state == pb.State_STATE_CLOSED || time.Since(resumed) > 2*time.Second {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(resumed).Round(time.Millisecond)
+	if state != pb.State_STATE_CLOSED {
+		t.Fatalf("%v after SIGCONT %s is %v; want CLOSED within 2 s (the probe's Report held and sent)", took, dep, state)
+	}
+	t.Logf("CLOSED %v after SIGCONT", took)
+	if got := s.reports(dep, "success", "counted_success"); got != 1 {
+		t.Errorf("breakerd counted %v success reports of %s; want 1 (the probe's)", got, dep)
+	}
+	everyPermitReported(t, s, dep) // the probe's included
+	if after := c.Stats(); after.ReportErrors != before.ReportErrors {
+		t.Errorf("ReportErrors %d -> %d; want unchanged (a held report is not an error)", before.ReportErrors, after.ReportErrors)
+	}
+	if d, err := c.Acquire(ctx, dep, 0); err != nil || d.Reason == breakerd.ReasonProbeInFlight {
+		t.Errorf("Acquire(%s) after the probe = %+v, %v; want no PROBE_IN_FLIGHT", dep, d, err)
+	} else if d.Permit != 0 {
+		c.Report(ctx, dep, d.Permit, breakerd.Success())
+	}
 }

@@ -154,6 +154,7 @@ type Client struct {
 	watchLog   *changeLog // Watch stream lost / back
 
 	cache cache
+	held  heldReports // Reports made while away
 
 	failOpen, failClosed, localRejections, reportErrors, watchReconnects, awayDecisions atomic.Uint64
 
@@ -223,12 +224,14 @@ func New(opts ...Option) (*Client, error) {
 // Close ends the Watch stream, the away probe and the channel. Safe to call
 // more than once. Afterwards Acquire, AcquireFirst, Do, Guard, Retry, First
 // and WaitReady return ErrClosed at once, and Report drops its report
-// (counted in Stats.ReportErrors).
+// (counted in Stats.ReportErrors), as Close does with the Reports held
+// while away.
 func (c *Client) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		c.window.close()
+		c.dropHeld()
 		c.stopBackground()
 		c.background.Wait()
 		for _, l := range []*changeLog{c.sidecarLog, c.lateLog, c.reportLog, c.watchLog} {
@@ -383,8 +386,9 @@ func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attemp
 // Report tells breakerd how the call allowed with permit went. A permit of
 // 0 (fail-open) is not sent. Report never fails the caller: errors are
 // counted (Stats.ReportErrors) and logged (rate limited, see the client
-// README), and so are Reports not sent because the sidecar is away or the
-// client is closed. It is not cut short by ctx's cancellation (only by the
+// README), and so are Reports made after Close. A Report made while the
+// sidecar is away is held (up to 1,024; past that the oldest is dropped,
+// counted) and sent from the background once breakerd is back. It is not cut short by ctx's cancellation (only by the
 // decision timeout, from when it is sent), so it can be called after the
 // caller gave up.
 func (c *Client) Report(ctx context.Context, dependency string, permit uint64, outcome Outcome) {
@@ -404,16 +408,27 @@ func (c *Client) report(ctx context.Context, dependency string, permit uint64, o
 	if permit == 0 {
 		return
 	}
-	if c.closed.Load() || c.away.Load() && !keep {
+	c.sendReport(ctx, dependency, outcome.request(dependency, permit), keep)
+}
+
+// sendReport sends req through the window's report lane. While away (unless
+// keep) it is held and sent once breakerd is back (heldReports), and so is
+// one dropped from the window's queue because breakerd went away meanwhile.
+// After Close it is dropped, counted in report_errors.
+func (c *Client) sendReport(ctx context.Context, dependency string, req *pb.ReportRequest, keep bool) {
+	if c.closed.Load() {
 		c.reportErrors.Add(1)
 		return
 	}
-	req := outcome.request(dependency, permit)
+	if c.away.Load() && !keep {
+		c.hold(dependency, req)
+		return
+	}
 	_, err := send(c, context.WithoutCancel(ctx), laneReport, keep,
 		func(rctx context.Context) (*pb.ReportResponse, error) { return c.rpc.Report(rctx, req) },
 		func(_ *pb.ReportResponse, err error, _ bool) { c.reported(dependency, err) })
 	if errors.Is(err, errNotSent) {
-		c.reportErrors.Add(1) // dropped from the queue: away or closed
+		c.hold(dependency, req) // flushed from the queue: away (or closed: then counted)
 	}
 }
 

@@ -346,10 +346,16 @@ func TestFailOpenWhenSidecarStopped(t *testing.T) {
 		t.Errorf("AcquireFirst = %+v, %v; want FAIL_OPEN granting the first", d, err)
 	}
 
-	// Report errors are counted, never returned.
+	// The sidecar is away (UNAVAILABLE): a Report is held, not an error;
+	// Close drops it, counted, never returned.
+	reportErrors := c.Stats().ReportErrors
 	c.Report(ctx, dep, 12345, breakerd.Success())
-	if c.Stats().ReportErrors == 0 {
-		t.Error("ReportErrors did not rise")
+	if got := c.Stats().ReportErrors; got != reportErrors {
+		t.Errorf("ReportErrors %d -> %d on a Report while away; want it held, not counted", reportErrors, got)
+	}
+	_ = c.Close()
+	if got := c.Stats().ReportErrors; got != reportErrors+1 {
+		t.Errorf("ReportErrors %d -> %d after Close; want the held Report dropped and counted", reportErrors, got)
 	}
 
 	// With the default 20 ms decision timeout, a fresh client is prompt too.

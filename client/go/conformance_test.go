@@ -116,6 +116,7 @@ func TestRetryDoesNotRetrySoftFailure(t *testing.T) {
 	s := startSidecar(t)
 	ctx := context.Background()
 	c := newDefaultClient(t, s.addr, breakerd.WithWatch(false))
+	ready(t, c) // a fresh connection can take longer than 20 ms: no fail-open here
 	const dep = "soft/refusal"
 	errRefused := errors.New("the model refused")
 	calls := 0
@@ -128,7 +129,13 @@ func TestRetryDoesNotRetrySoftFailure(t *testing.T) {
 		t.Errorf("soft failure: %d calls, err %v; want 1 call returning its error", calls, err)
 	}
 	everyPermitReported(t, s, dep)
-	if n := s.reports(dep, "soft_failure", "counted_success"); n != 1 {
+	// The Report may still be on its way (its caller waits 20 ms at most).
+	n := s.reports(dep, "soft_failure", "counted_success")
+	for deadline := time.Now().Add(3 * time.Second); n == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		n = s.reports(dep, "soft_failure", "counted_success")
+	}
+	if n != 1 {
 		t.Errorf("soft_failure reports %v, want 1", n)
 	}
 	if n := s.metric("breakerd_acquire_total", map[string]string{"dependency": dep}); n != 1 {
@@ -145,6 +152,7 @@ func TestFirstStopsAfterNonRetryableFailure(t *testing.T) {
 	s := startSidecar(t)
 	ctx := context.Background()
 	c := newDefaultClient(t, s.addr, breakerd.WithWatch(false))
+	ready(t, c) // a fresh connection can take longer than 20 ms: no fail-open here
 	badRequest := &breakerd.HTTPError{StatusCode: 400}
 	serverError := &breakerd.HTTPError{StatusCode: 503}
 
@@ -191,7 +199,10 @@ func TestFirstStopsAfterNonRetryableFailure(t *testing.T) {
 // (consecutive_failures 3) stays closed, the caller sees context.Canceled.
 func TestCallCancelledByCallerIsReportedCancelled(t *testing.T) {
 	s := startSidecar(t)
-	c := newDefaultClient(t, s.addr, breakerd.WithWatch(false))
+	// A generous decision timeout: a decision failing open on the loaded
+	// machine (no permit) would leave nothing to report cancelled.
+	c := newClient(t, s.addr, breakerd.WithWatch(false))
+	ready(t, c)
 	const dep = "cancel/call"
 
 	// giveUp runs fn as a guarded call whose caller cancels once it runs.
@@ -328,5 +339,15 @@ func TestWaitReady(t *testing.T) {
 	}
 	if took < 500*time.Millisecond || took > time.Second {
 		t.Errorf("WaitReady with nothing listening returned after %v; want when its 500 ms timeout ends", took)
+	}
+}
+
+// ready waits up to 5 s for c's channel to connect.
+func ready(t *testing.T, c *breakerd.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatalf("WaitReady: %v", err)
 	}
 }

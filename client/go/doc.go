@@ -24,9 +24,9 @@
 // their turn) decisions fail open (or closed, WithFailMode(FailClosed)).
 // After UNAVAILABLE, or a timeout with nothing answered by breakerd since
 // that RPC was sent, the sidecar is away: decisions fail open (or closed) at
-// once with no RPC and Reports are not sent, until a background health
-// check (every 100 ms, WithAwayProbeInterval) or the Watch stream hears from
-// it. A timeout while breakerd answers other RPCs fails that decision alone.
+// once with no RPC and Reports are held (up to 1,024) and sent once it is
+// back: when a background health check (every 100 ms,
+// WithAwayProbeInterval) or the Watch stream hears from it. A timeout while breakerd answers other RPCs fails that decision alone.
 // Report errors never reach the caller. The availability log is rate
 // limited (one line per 10 s per kind, with the count of changes held
 // back). Stats returns the client's counters; after Close every call
