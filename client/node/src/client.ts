@@ -61,6 +61,8 @@ export interface BreakerdClientOptions {
   logger?: Logger | null;
   /** @internal For tests: the clock, timer and interval of the rate-limited log lines. */
   changeLog?: ChangeLogOptions;
+  /** @internal For tests: how many reports are held while away (default MAX_HELD_REPORTS). */
+  maxHeldReports?: number;
   /**
    * Extra gRPC channel options, merged over the client's reconnect settings
    * (backoff 100 ms growing to at most 1 s, so the client is back within
@@ -77,7 +79,7 @@ export interface ClientStats {
   failClosed: number;
   /** Dependencies refused from the Watch cache without asking breakerd. */
   localRejections: number;
-  /** Reports that failed (never seen by the caller). */
+  /** Reports that failed (never seen by the caller), and reports held while away then dropped (past the bound, or at close()). */
   reportErrors: number;
   /** Times the Watch stream was opened again after it ended. */
   watchReconnects: number;
@@ -156,6 +158,21 @@ const DEADLINE_EXCEEDED = grpc.status.DEADLINE_EXCEEDED;
 const AWAY_CODES: ReadonlySet<unknown> = new Set([DEADLINE_EXCEEDED, grpc.status.UNAVAILABLE]);
 /** RPCs on the wire at once; more wait their turn (send-window.ts says why). */
 const SEND_WINDOW = 32;
+
+/**
+ * Reports held while breakerd is away, at most (client/README.md, "Sidecar
+ * away"): past that the oldest held one is dropped, counted in reportErrors.
+ */
+export const MAX_HELD_REPORTS = 1024;
+
+/** A Report made while breakerd was away, sent once it is back. */
+interface HeldReport {
+  dependency: string;
+  permit: string;
+  outcome: OutcomeReport;
+  latencyMs: number | undefined;
+}
+
 /** The channel's reconnect backoff (client/README.md, "Sidecar away": capped at 1 s). */
 export const CHANNEL_RECONNECT_BACKOFF_MS = { initial: 100, max: 1000 } as const;
 
@@ -177,9 +194,10 @@ export function channelOptionsFor(extra: grpc.ChannelOptions = {}): grpc.Channel
  * Sidecar away: after an Acquire or AcquireFirst RPC fails with
  * UNAVAILABLE, or with DEADLINE_EXCEEDED while breakerd answered no other
  * RPC of this client after it was written, decisions come from the fail
- * mode at once with no RPC (counted in awayDecisions) and reports are not
- * sent, until a Health/Check (every awayProbeIntervalMs, on an unref()ed
- * timer) or the Watch stream hears from breakerd again. A DEADLINE_EXCEEDED
+ * mode at once with no RPC (counted in awayDecisions) and reports are held
+ * (at most MAX_HELD_REPORTS), until a Health/Check (every
+ * awayProbeIntervalMs, on an unref()ed timer) or the Watch stream hears from
+ * breakerd again; then the held reports are sent. A DEADLINE_EXCEEDED
  * while breakerd answers others was one late answer: that decision alone
  * fails open (or closed), and the client stays present.
  *
@@ -218,12 +236,19 @@ export class BreakerdClient {
   private probeTimer: NodeJS.Timeout | undefined;
   private probing = false;
   private closed = false;
+  /** Reports made while away (oldest first), sent when breakerd is back. */
+  private held: HeldReport[] = [];
+  private readonly maxHeldReports: number;
 
   constructor(options: BreakerdClientOptions = {}) {
     this.target = options.target ?? (process.env['BREAKERD_ADDR'] || DEFAULT_TARGET);
     this.decisionTimeoutMs = options.decisionTimeoutMs ?? 20;
     this.failMode = options.failMode ?? 'open';
     this.awayProbeIntervalMs = options.awayProbeIntervalMs ?? 100;
+    this.maxHeldReports = options.maxHeldReports ?? MAX_HELD_REPORTS;
+    if (!(Number.isInteger(this.maxHeldReports) && this.maxHeldReports >= 1)) {
+      throw new RangeError(`maxHeldReports must be >= 1, got ${this.maxHeldReports}`);
+    }
     if (!(this.awayProbeIntervalMs > 0)) {
       throw new RangeError(`awayProbeIntervalMs must be > 0, got ${this.awayProbeIntervalMs}`);
     }
@@ -356,8 +381,11 @@ export class BreakerdClient {
   /**
    * Tells breakerd how a permitted call went. A permit of "0" (fail-open,
    * refused) is not sent. Never rejects: failures are counted in
-   * stats().reportErrors and logged once per change, and so are reports not
-   * sent while breakerd is away or after close(); the result is undefined then.
+   * stats().reportErrors and logged once per change, and so are reports
+   * after close(). A report made while breakerd is away is held, not sent and
+   * not an error (at most MAX_HELD_REPORTS: past that the oldest held one is
+   * dropped and counted), and sent as soon as breakerd is back; the result is
+   * undefined then.
    *
    * @param latencyMs how long the call took (feeds the slow-call rule and histogram)
    */
@@ -368,8 +396,8 @@ export class BreakerdClient {
     latencyMs?: number,
   ): Promise<ReportResult | undefined> {
     if (!permit || permit === '0') return undefined;
-    if (this.away) {
-      this.counters.reportErrors++;
+    if (this.away && !this.closed) {
+      this.hold({ dependency, permit, outcome, latencyMs });
       return undefined;
     }
     return this.sendReport(dependency, permit, outcome, latencyMs, false);
@@ -404,8 +432,15 @@ export class BreakerdClient {
       if (this.reportLog.isWrong) this.reportLog.right('info', 'breakerd: reports are accepted again');
       return { state: r.state, effect: r.effect };
     } catch (err) {
+      if (err === NOT_SENT_AWAY && !keep && !this.closed) {
+        // Queued when breakerd was marked away: held like a report made while away
+        // (or sent again if it is already back).
+        if (!this.away) return this.sendReport(dependency, permit, outcome, latencyMs, false);
+        this.hold({ dependency, permit, outcome, latencyMs });
+        return undefined;
+      }
       this.counters.reportErrors++;
-      if (err === NOT_SENT_AWAY) return undefined; // as for a report while away: counted only
+      if (err === NOT_SENT_AWAY) return undefined;
       if (!this.reportLog.isWrong) {
         this.reportLog.wrong('warn', `breakerd: report failed (${describe(err)}); counting report errors until one succeeds`);
       }
@@ -540,11 +575,13 @@ export class BreakerdClient {
    * Ends the Watch stream and the away probe, and closes the channel.
    * Idempotent. Afterwards acquire, acquireFirst, guard, retry, first and
    * ready reject with ClientClosedError, and reports are dropped (counted in
-   * reportErrors).
+   * reportErrors), as are reports still held from an away spell.
    */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.counters.reportErrors += this.held.length;
+    this.held = [];
     clearTimeout(this.probeTimer);
     this.probeTimer = undefined;
     this.stub.close();
@@ -667,6 +704,29 @@ export class BreakerdClient {
     clearTimeout(this.probeTimer);
     this.probeTimer = undefined;
     if (this.sidecarLog.isWrong) this.sidecarLog.right('info', `breakerd: ${this.target} is reachable again (${via} answered)`);
+    this.sendHeld();
+  }
+
+  /** Holds a report made while away; past MAX_HELD_REPORTS the oldest held one is dropped (counted). */
+  private hold(report: HeldReport): void {
+    if (this.held.length >= this.maxHeldReports) {
+      this.held.shift();
+      this.counters.reportErrors++;
+    }
+    this.held.push(report);
+  }
+
+  /**
+   * Sends the reports held while away, oldest first, through the window's
+   * report lane; called where breakerd is marked back (a probe's or the Watch
+   * stream's callback), never from an unrelated caller. One whose RPC fails
+   * is counted in reportErrors; one flushed unsent because breakerd is away
+   * again is held again.
+   */
+  private sendHeld(): void {
+    const held = this.held;
+    this.held = [];
+    for (const r of held) void this.sendReport(r.dependency, r.permit, r.outcome, r.latencyMs, false);
   }
 
   /** The next probe, on a timer that never keeps the process alive. */
