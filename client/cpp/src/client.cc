@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -50,6 +52,9 @@ constexpr char kWatchSubscribedHeader[] = "breakerd-watch-subscribed";
 // probe permit would refuse the dependency PROBE_IN_FLIGHT for its whole
 // lease). The Node client's LATE_ANSWER_MS.
 constexpr absl::Duration kLateAnswer = absl::Seconds(1);
+// How many Reports the client holds while breakerd is away (past that the
+// oldest is dropped, counted in report_errors).
+constexpr size_t kMaxHeldReports = 1024;
 
 // Monotonic time, for cooldown ends and latencies.
 absl::Duration MonoNow() {
@@ -310,7 +315,8 @@ class Client::Impl {
         presence_log_(options_.log, &clock_, &timer_),
         acquire_log_(options_.log, &clock_, &timer_),
         report_log_(options_.log, &clock_, &timer_),
-        presence_(PresenceOptions(options_, channel_, &presence_log_)) {
+        presence_(PresenceOptions(options_, channel_, &presence_log_,
+                                  [this] { OnSidecarBack(); })) {
     channel_->GetState(/*try_to_connect=*/true);
     if (options_.watch) watch_thread_ = std::thread([this] { WatchLoop(); });
   }
@@ -436,6 +442,8 @@ class Client::Impl {
   // came after its caller stopped waiting: it is sent even while breakerd
   // is away or the client closing (lane kLatePermit), with a deadline
   // kLateAnswer longer than decision_timeout (no caller waits for it).
+  // Another, made while breakerd is away, is held (Hold) and sent once it
+  // is back.
   absl::StatusOr<v1::ReportResponse> SendReport(absl::string_view dependency,
                                                 uint64_t permit,
                                                 const Outcome& outcome,
@@ -444,12 +452,6 @@ class Client::Impl {
     if (!late && closed()) {
       CountClosedReport();
       return ClosedError();
-    }
-    const absl::Status away =
-        absl::UnavailableError("breakerd away: Report not sent");
-    if (!late && SidecarAway()) {
-      CountReport(away);
-      return away;
     }
     v1::ReportRequest request;
     request.set_dependency(std::string(dependency));
@@ -463,31 +465,8 @@ class Client::Impl {
     if (outcome.retry_after > absl::ZeroDuration()) {
       ToProto(outcome.retry_after, request.mutable_retry_after());
     }
-    switch (window_.Enter(late ? internal::SendWindow::Lane::kLatePermit
-                               : internal::SendWindow::Lane::kReport)) {
-      case internal::SendWindow::Entry::kClosed:
-        CountClosedReport();
-        return ClosedError();
-      case internal::SendWindow::Entry::kFlushed:
-        CountReport(away);
-        return away;
-      case internal::SendWindow::Entry::kEntered:
-        break;
-    }
-    v1::ReportResponse response;
-    absl::Status status;
-    {
-      WindowPlace place(&window_);
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() +
-                       absl::ToChronoNanoseconds(
-                           options_.decision_timeout +
-                           (late ? kLateAnswer : absl::ZeroDuration())));
-      status = FromGrpc(stub_->Report(&ctx, request, &response));
-    }
-    CountReport(status);
-    if (!status.ok()) return status;
-    return response;
+    return Send(std::move(request),
+                late ? ReportKind::kLatePermit : ReportKind::kCaller);
   }
 
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
@@ -559,7 +538,7 @@ class Client::Impl {
 
   static internal::SidecarPresence::Options PresenceOptions(
       const ClientOptions& options, std::shared_ptr<grpc::Channel> channel,
-      internal::ChangeLog* log) {
+      internal::ChangeLog* log, std::function<void()> on_back) {
     internal::SidecarPresence::Options p;
     p.channel = std::move(channel);
     p.probe_timeout = options.decision_timeout;
@@ -567,6 +546,7 @@ class Client::Impl {
     p.target = options.target;
     p.while_away = std::string(FailModeName(options.fail_mode));
     p.log = log;
+    p.on_back = std::move(on_back);
     return p;
   }
 
@@ -588,6 +568,101 @@ class Client::Impl {
     std::string dependency;
     uint64_t permit = 0;
   };
+
+  // Who sends a Report.
+  enum class ReportKind {
+    // Its caller (Client::Report): held while breakerd is away.
+    kCaller,
+    // The report thread, a Report held while away: held again if breakerd
+    // is away again; no caller waits for it.
+    kHeld,
+    // The report thread, a late permit: sent even while away or closing.
+    kLatePermit,
+  };
+
+  // Sends `request` through the window (see SendReport), or holds it.
+  absl::StatusOr<v1::ReportResponse> Send(v1::ReportRequest request,
+                                          ReportKind kind) {
+    const bool late = kind == ReportKind::kLatePermit;
+    if (!late && SidecarAway()) return Hold(std::move(request));
+    switch (window_.Enter(late ? internal::SendWindow::Lane::kLatePermit
+                               : internal::SendWindow::Lane::kReport)) {
+      case internal::SendWindow::Entry::kClosed:
+        CountClosedReport();
+        return ClosedError();
+      case internal::SendWindow::Entry::kFlushed:
+        return Hold(std::move(request));
+      case internal::SendWindow::Entry::kEntered:
+        break;
+    }
+    v1::ReportResponse response;
+    absl::Status status;
+    {
+      WindowPlace place(&window_);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       absl::ToChronoNanoseconds(options_.decision_timeout +
+                                                 (kind == ReportKind::kCaller
+                                                      ? absl::ZeroDuration()
+                                                      : kLateAnswer)));
+      status = FromGrpc(stub_->Report(&ctx, request, &response));
+    }
+    CountReport(status);
+    if (!status.ok()) return status;
+    return response;
+  }
+
+  // Holds a Report made while breakerd is away, for the report thread to
+  // send once it is back (OnSidecarBack): OK with an empty response, not an
+  // error. Past kMaxHeldReports the oldest held is dropped, counted. Once
+  // Close has stopped the report thread, dropped and counted
+  // (FAILED_PRECONDITION).
+  absl::StatusOr<v1::ReportResponse> Hold(v1::ReportRequest request) {
+    bool closing = false;
+    bool dropped_oldest = false;
+    {
+      absl::MutexLock lock(&late_mu_);
+      closing = late_stopping_;
+      if (!closing) {
+        if (held_.size() >= kMaxHeldReports) {
+          held_.pop_front();
+          dropped_oldest = true;
+        }
+        held_.push_back(std::move(request));
+        // Back since the caller found it away (its OnSidecarBack may have
+        // run before this report was held): sent now.
+        if (!presence_.away()) held_due_ = true;
+        late_cv_.Signal();
+        StartReportThread();
+      }
+    }
+    if (closing) {
+      CountClosedReport();
+      return ClosedError();
+    }
+    if (dropped_oldest) {
+      CountReport(absl::ResourceExhaustedError(
+          absl::StrCat("breakerd away: more than ", kMaxHeldReports,
+                       " Reports held, the oldest dropped")));
+    }
+    return v1::ReportResponse();
+  }
+
+  // breakerd is back (SidecarPresence's on_back): the report thread sends
+  // the Reports held.
+  void OnSidecarBack() {
+    absl::MutexLock lock(&late_mu_);
+    if (held_.empty()) return;
+    held_due_ = true;
+    late_cv_.Signal();
+  }
+
+  // Starts the report thread, once.
+  void StartReportThread() ABSL_EXCLUSIVE_LOCKS_REQUIRED(late_mu_) {
+    if (!late_thread_.joinable()) {
+      late_thread_ = std::thread([this] { ReportLoop(); });
+    }
+  }
 
   // See the public Decide; `start` starts the RPC with the stub's callback
   // API.
@@ -658,33 +733,48 @@ class Client::Impl {
     }
     late_permits_.push_back({std::move(dependency), permit});
     late_cv_.Signal();
-    if (!late_thread_.joinable()) {
-      late_thread_ = std::thread([this] { LatePermitLoop(); });
-    }
+    StartReportThread();
   }
 
-  // Reports the late permits, one at a time, until stopped with none left.
-  void LatePermitLoop() {
+  // The report thread: reports the late permits, one at a time, and the
+  // Reports held while away once breakerd is back (through the window's
+  // report lane), until stopped with no late permit left.
+  void ReportLoop() {
     while (true) {
-      LatePermit late;
+      std::optional<LatePermit> late;
+      std::deque<v1::ReportRequest> held;
       {
         absl::MutexLock lock(&late_mu_);
-        while (late_permits_.empty() && !late_stopping_) {
+        while (late_permits_.empty() && !late_stopping_ &&
+               !(held_due_ && !held_.empty())) {
           late_cv_.Wait(&late_mu_);
         }
-        if (late_permits_.empty()) return;
-        late = std::move(late_permits_.front());
-        late_permits_.pop_front();
+        if (!late_permits_.empty()) {
+          late = std::move(late_permits_.front());
+          late_permits_.pop_front();
+        } else if (late_stopping_) {
+          // The held ones are StopLatePermits' to count.
+          return;
+        } else {
+          held.swap(held_);
+          held_due_ = false;
+        }
       }
-      // The call was never made: no latency.
-      SendReport(late.dependency, late.permit,
-                 Outcome::Of(v1::OUTCOME_CANCELLED), absl::ZeroDuration(),
-                 /*late=*/true)
-          .IgnoreError();
+      if (late.has_value()) {
+        // The call was never made: no latency.
+        SendReport(late->dependency, late->permit,
+                   Outcome::Of(v1::OUTCOME_CANCELLED), absl::ZeroDuration(),
+                   /*late=*/true)
+            .IgnoreError();
+      }
+      for (v1::ReportRequest& request : held) {
+        Send(std::move(request), ReportKind::kHeld).IgnoreError();
+      }
     }
   }
 
-  // Reports the late permits queued and joins the late-permit thread.
+  // Reports the late permits queued, joins the report thread, and drops
+  // the Reports still held (counted).
   void StopLatePermits() {
     std::thread thread;
     {
@@ -694,6 +784,9 @@ class Client::Impl {
       thread = std::move(late_thread_);
     }
     if (thread.joinable()) thread.join();
+    absl::MutexLock lock(&late_mu_);
+    report_errors_.fetch_add(held_.size(), std::memory_order_relaxed);
+    held_.clear();
   }
 
   // An Acquire, AcquireFirst or Report RPC was answered.
@@ -797,6 +890,10 @@ class Client::Impl {
   absl::Mutex late_mu_;
   absl::CondVar late_cv_;
   std::deque<LatePermit> late_permits_ ABSL_GUARDED_BY(late_mu_);
+  // Reports made while breakerd was away, oldest first; due: breakerd is
+  // back since (the report thread sends them).
+  std::deque<v1::ReportRequest> held_ ABSL_GUARDED_BY(late_mu_);
+  bool held_due_ ABSL_GUARDED_BY(late_mu_) = false;
   bool late_stopping_ ABSL_GUARDED_BY(late_mu_) = false;
   std::thread late_thread_ ABSL_GUARDED_BY(late_mu_);
   // When the latest Acquire, AcquireFirst or Report was answered, in

@@ -51,12 +51,15 @@ void SidecarPresence::MarkPresent(absl::string_view how) {
     absl::ReaderMutexLock lock(&mu_);
     if (!away_) return;
   }
-  absl::MutexLock lock(&mu_);
-  if (!away_) return;
-  away_ = false;
-  changed_.SignalAll();
-  options_.log->Right(
-      absl::StrCat("breakerd at ", options_.target, " back (", how, ")"));
+  {
+    absl::MutexLock lock(&mu_);
+    if (!away_) return;
+    away_ = false;
+    changed_.SignalAll();
+    options_.log->Right(
+        absl::StrCat("breakerd at ", options_.target, " back (", how, ")"));
+  }
+  if (options_.on_back) options_.on_back();
 }
 
 void SidecarPresence::ProbeLoop() {

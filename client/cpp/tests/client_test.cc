@@ -222,6 +222,15 @@ TEST_F(ClientTest, FailsOpenPromptlyWhenBreakerdIsStopped) {
   EXPECT_EQ(closed->stats().fail_closed, 1u);
   // The stream keeps trying to come back.
   EXPECT_TRUE(WaitUntil([&] { return client->stats().watch_reconnects >= 2; }));
+
+  // A Report made while away is held, not counted; Close drops it, counted.
+  EXPECT_TRUE(client
+                  ->Report("stop/dep", /*permit=*/42, Outcome::Success(),
+                           absl::Milliseconds(1))
+                  .ok());
+  EXPECT_EQ(client->stats().report_errors, 0u);
+  client->Close();
+  EXPECT_EQ(client->stats().report_errors, 1u);
 }
 
 TEST_F(ClientTest, HungSidecarIsNotAskedUntilItIsBack) {
@@ -261,10 +270,11 @@ TEST_F(ClientTest, HungSidecarIsNotAskedUntilItIsBack) {
   EXPECT_EQ(client->stats().away_decisions, kMore + 1u);
   EXPECT_EQ(client->stats().fail_open, kMore + 2u);
 
-  // A Report is not sent while away: counted, not waited for.
+  // A Report made while away is held: not sent yet, not an error, not
+  // waited for.
   absl::StatusOr<v1::ReportResponse> report = held->Report(Outcome::Success());
-  EXPECT_EQ(report.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(client->stats().report_errors, 1u);
+  EXPECT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(client->stats().report_errors, 0u);
   EXPECT_EQ(LogLines("unreachable"), 1);
 
   // The health check notices it is back; then Acquire asks it again.
@@ -277,6 +287,11 @@ TEST_F(ClientTest, HungSidecarIsNotAskedUntilItIsBack) {
       absl::Seconds(3)));
   EXPECT_TRUE(WaitUntil([&] { return LogLines(" back (") == 1; }));
   EXPECT_EQ(LogLines("unreachable"), 1);
+  // ...and the held Report is sent once breakerd is back.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return Reports("away/dep", "success", "counted_success") == 1; },
+      absl::Seconds(3)));
+  EXPECT_EQ(client->stats().report_errors, 0u);
 }
 
 TEST_F(ClientTest, RetryNeverRetriesWhileOpen) {

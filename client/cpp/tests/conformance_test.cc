@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "breakerd/client.h"
 #include "client_fixture.h"
 #include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/breakerd_process.h"
 
@@ -276,6 +278,112 @@ TEST_F(ConformanceTest, HungSidecarCostsOneDecisionTimeoutThenNoRpc) {
         << "not deciding with breakerd " << absl::Now() - resumed
         << " after SIGCONT";
   }
+}
+
+// conformance: report-while-away
+TEST_F(ConformanceTest, AReportMadeWhileAwayIsHeldAndSentWhenBack) {
+  // 200 ms: a decision the scenario needs from breakerd (the probe) stays
+  // one on a loaded machine, and a stopped breakerd is marked away soon.
+  ClientOptions options;
+  options.decision_timeout = absl::Milliseconds(200);
+  auto client = NewClient(options);
+  auto tripper = NewClient({}, /*distinct_id=*/1);
+  // short/*: opens after 3 failures, cools down in 1 s.
+  const std::string dep = "short/held";
+  Trip(tripper.get(), dep);
+  const uint64_t report_errors = client->stats().report_errors;
+
+  // Waits out the cooldown: the first guarded call let through holds the
+  // probe permit.
+  absl::Time resumed = absl::InfinitePast();
+  int ran = 0;
+  absl::Status result;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        result = client->Do(dep, [&] {
+          ++ran;
+          // While the call runs: breakerd stopped, and an Acquire of
+          // another dependency marks it away.
+          if (!proc_.Signal(SIGSTOP) ||
+              !WaitUntil([&] { return IsStopped(proc_.pid()); })) {
+            return absl::InternalError("SIGSTOP");
+          }
+          absl::StatusOr<Permit> other = client->Acquire("held/other");
+          if (!other.ok() ||
+              other->decision().source != DecisionSource::kFailOpen) {
+            return absl::InternalError("not failed open while stopped");
+          }
+          // Decided with no RPC: marked away.
+          const uint64_t away = client->stats().away_decisions;
+          (void)client->Acquire("held/other");
+          if (client->stats().away_decisions != away + 1) {
+            return absl::InternalError("not marked away");
+          }
+          if (!proc_.Signal(SIGCONT)) return absl::InternalError("SIGCONT");
+          resumed = absl::Now();
+          return absl::OkStatus();  // its Report made while still away
+        });
+        return !IsBreakerOpen(result);
+      },
+      absl::Seconds(5)));
+  ASSERT_TRUE(result.ok()) << result;
+  ASSERT_EQ(ran, 1);
+  ASSERT_EQ(Acquires(dep, "probe"), 1) << "the guarded call had no probe";
+
+  // Closed within 2 s of SIGCONT: the held Report was sent once back.
+  auto stub = proc_.BreakerStub();
+  const auto state = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(1));
+    v1::GetStateRequest request;
+    request.set_dependency(dep);
+    v1::BreakerStatus status;
+    return stub->GetState(&ctx, request, &status).ok() ? status.state()
+                                                       : v1::STATE_UNSPECIFIED;
+  };
+  EXPECT_TRUE(WaitUntil([&] { return state() == v1::STATE_CLOSED; },
+                        resumed + absl::Seconds(2) - absl::Now()))
+      << "state " << v1::State_Name(state()) << " " << absl::Now() - resumed
+      << " after SIGCONT";
+  // The 3 failures, and the probe's success.
+  EXPECT_EQ(ReportsFor(dep), 4);
+  EXPECT_EQ(client->stats().report_errors, report_errors);
+  // No caller is refused PROBE_IN_FLIGHT.
+  absl::StatusOr<Permit> next = tripper->Acquire(dep);
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(next->allowed())
+      << v1::RejectReason_Name(next->decision().reason);
+  next->Report(Outcome::Success()).IgnoreError();
+}
+
+// At most 1,024 Reports are held while away: past that the oldest is
+// dropped, counted in report_errors; the others are sent once back.
+TEST_F(ConformanceTest, PastTheBoundTheOldestHeldReportIsDropped) {
+  ClientOptions options;
+  options.decision_timeout = absl::Milliseconds(500);
+  auto client = NewClient(options);
+  constexpr int kBound = 1024;
+  std::vector<Permit> permits;
+  permits.reserve(kBound + 1);
+  for (int i = 0; i <= kBound; ++i) {
+    absl::StatusOr<Permit> p =
+        client->Acquire(i == 0 ? "bound/oldest" : "bound/rest");
+    ASSERT_TRUE(p.ok());
+    ASSERT_EQ(p->decision().source, DecisionSource::kSidecar);
+    permits.push_back(std::move(*p));
+  }
+  ASSERT_TRUE(proc_.Signal(SIGSTOP));
+  ASSERT_TRUE(WaitUntil([&] { return IsStopped(proc_.pid()); }));
+  ASSERT_EQ(client->Acquire("bound/other")->decision().source,
+            DecisionSource::kFailOpen);
+  for (Permit& p : permits) EXPECT_TRUE(p.Report(Outcome::Success()).ok());
+  EXPECT_EQ(client->stats().report_errors, 1u);
+  ASSERT_TRUE(proc_.Signal(SIGCONT));
+  EXPECT_TRUE(WaitUntil([&] { return ReportsFor("bound/rest") == kBound; },
+                        absl::Seconds(5)));
+  EXPECT_EQ(ReportsFor("bound/oldest"), 0);
+  EXPECT_EQ(client->stats().report_errors, 1u);
 }
 
 // conformance: cancel-call

@@ -23,7 +23,8 @@
 // out (with no other RPC answered meanwhile) or finds breakerd unavailable
 // marks it away: until a health check (every `away_probe_interval`) or the
 // Watch stream hears from it again, decisions are made at once with no RPC,
-// so a hung sidecar costs one decision_timeout, not one per call. An Acquire
+// so a hung sidecar costs one decision_timeout, not one per call, and
+// Reports are held (up to 1,024) and sent once it is back. An Acquire
 // the caller stopped waiting for stays open 1 s more, and a permit it
 // brings then is reported OUTCOME_CANCELLED, not leaked. With
 // `watch` on, one Watch stream per Client keeps a cache of open breakers so
@@ -176,7 +177,8 @@ struct ClientStats {
   uint64_t fail_closed = 0;
   // Decisions with source kLocal (refused from the Watch cache).
   uint64_t local_rejections = 0;
-  // Reports that failed, or were not sent because breakerd is away.
+  // Reports that failed, were made after Close, or were held while
+  // breakerd was away and dropped (past 1,024 held, or at Close).
   uint64_t report_errors = 0;
   // Times the Watch stream ended and was started again.
   uint64_t watch_reconnects = 0;
@@ -220,9 +222,10 @@ class Permit {
 
   // Reports `outcome` with the latency since the Acquire (or `latency` if
   // given). Returns the breaker's answer (state, effect) or the RPC's error
-  // (nothing sent: UNAVAILABLE while breakerd is away, FAILED_PRECONDITION
-  // once the client is closed); the error is also counted in
-  // report_errors. A permit that was not
+  // (FAILED_PRECONDITION, nothing sent, once the client is closed); the
+  // error is also counted in report_errors. While breakerd is away the
+  // Report is held and sent once it is back (Client::Report): OK with an
+  // empty response. A permit that was not
   // allowed, or is already reported, or came from fail-open (permit 0),
   // sends nothing and returns OK with an empty response.
   absl::StatusOr<v1::ReportResponse> Report(
@@ -268,7 +271,8 @@ class Client {
   // with FAILED_PRECONDITION "breakerd client is closed" (no RPC, nothing
   // counted as fail_open), callers waiting for a place in the send window
   // get that error too, WaitForConnected returns false at once, and a
-  // Report is not sent: counted in report_errors, FAILED_PRECONDITION.
+  // Report is not sent: counted in report_errors, FAILED_PRECONDITION (as
+  // are the Reports still held from while breakerd was away).
   // Calls already on the wire finish. Idempotent.
   // REQUIRES: not called from the log function.
   void Close();
@@ -332,9 +336,15 @@ class Client {
                      absl::FunctionRef<absl::Status(absl::string_view)> fn);
 
   // Reports a permit obtained elsewhere (two-step use across threads).
-  // Nothing is sent while breakerd is away (UNAVAILABLE) or after Close
-  // (FAILED_PRECONDITION); either is counted in report_errors, as is a
-  // failed RPC. Waits for a place among the RPCs on the wire as Acquire.
+  // Waits for a place among the RPCs on the wire as Acquire. Made while
+  // breakerd is away, the Report is held (not an error, not counted: OK
+  // with an empty response) and sent by a thread of the client's, reports
+  // first through the window, once breakerd is back (health check or
+  // Watch message); at most 1,024 are held, past that the oldest is
+  // dropped and counted in report_errors, as is a held Report whose RPC
+  // then fails and those still held at Close. After Close nothing is sent
+  // (FAILED_PRECONDITION, counted in report_errors), and a failed RPC is
+  // counted too.
   absl::StatusOr<v1::ReportResponse> Report(absl::string_view dependency,
                                             uint64_t permit,
                                             const Outcome& outcome,

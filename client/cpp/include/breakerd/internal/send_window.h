@@ -12,10 +12,11 @@
 // breakerd, not the application's burst. Reports go first (they end work
 // already begun and give permits back); callers beyond the window wait in
 // FIFO order per lane. While breakerd is marked away, Flush() answers the
-// queue at once (its callers decide from the fail mode, as every call made
-// while away does), and Close() refuses everyone for good: everyone but a
-// late permit going back to breakerd (lane kLatePermit, queued with the
-// reports), which is neither flushed nor refused, so that the client can
+// queue at once (its decision callers decide from the fail mode, as every
+// call made while away does, and its report callers hold their Report
+// until breakerd is back), and Close() refuses everyone for good: everyone
+// but a late permit going back to breakerd (lane kLatePermit, queued with
+// the reports), which is neither flushed nor refused, so that the client can
 // return a permit breakerd granted after its caller stopped waiting, even
 // while away or closing.
 //

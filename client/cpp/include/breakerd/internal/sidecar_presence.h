@@ -9,7 +9,8 @@
 // probe_interval, first resetting the channel's reconnect backoff if it is
 // in TRANSIENT_FAILURE (so each probe is a connection attempt), and waiting
 // for the connection within the check's deadline; the first SERVING answer,
-// or any message on the Watch stream (MarkPresent), brings breakerd back. While
+// or any message on the Watch stream (MarkPresent), brings breakerd back (and
+// calls on_back, which has the Reports held while away sent). While
 // present the thread waits on a condition variable and sends nothing. The
 // two changes are logged through a ChangeLog (rate limited), under the
 // presence's lock so that the log follows the order of the changes.
@@ -18,6 +19,7 @@
 #ifndef BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_INTERNAL_SIDECAR_PRESENCE_H_
 #define BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_INTERNAL_SIDECAR_PRESENCE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -48,6 +50,10 @@ class SidecarPresence {
     std::string while_away;
     // Gets the "unreachable" line (wrong) and the "back" line (right).
     ChangeLog* log = nullptr;
+    // Called (if set) each time breakerd is back, on the thread that heard
+    // from it (the probe's or the Watch stream's), with no lock of the
+    // presence held; must not block.
+    std::function<void()> on_back;
   };
 
   // Starts the probe thread (idle until MarkAway).
@@ -67,7 +73,8 @@ class SidecarPresence {
   // or UNAVAILABLE). Logs and wakes the probe if breakerd was present.
   void MarkAway(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // breakerd was heard from (`how`, for the log line). Logs if it was away.
+  // breakerd was heard from (`how`, for the log line). If it was away:
+  // logs, then calls on_back.
   void MarkPresent(absl::string_view how) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Cancels a health check in flight and joins the probe thread; away()
