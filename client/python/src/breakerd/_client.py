@@ -981,6 +981,7 @@ class Client:
         PROBE_IN_FLIGHT until its lease ends)."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Decision] = loop.create_future()
+        handoff = _Handoff()
         sent_at = 0.0  # when the RPC is written (set by start)
 
         def start(waited: bool) -> bool:
@@ -1034,14 +1035,19 @@ class Client:
                 error = err
             finally:
                 self._window.done()
-            self._answer(loop, answer, decision, error)
+            self._answer(loop, answer, decision, error, handoff)
 
         self._window.submit_decision(start, drop)
         try:
             return await answer
         except asyncio.CancelledError:
-            # Answered, but the task was cancelled before it could resume.
-            if answer.done() and not answer.cancelled() and answer.exception() is None:
+            # The task gave up: a permit on its way (handed over, not yet
+            # settled on the loop, which may close before it runs) or
+            # settled after the task was cancelled is reported here, once.
+            left = handoff.give_up()
+            if left is not None:
+                self._abandon(left)
+            elif answer.done() and not answer.cancelled() and answer.exception() is None:
                 self._abandon(answer.result())
             raise
 
@@ -1051,12 +1057,21 @@ class Client:
         answer: asyncio.Future[Decision],
         decision: Optional[Decision],
         error: Optional[BaseException],
+        handoff: Optional[_Handoff] = None,
     ) -> None:
         """Hands a decision (or error) to the task awaiting ``answer``, from
         any thread; if the task gave up (cancelled) or its loop is gone, the
-        decision's permit is reported CANCELLED instead."""
+        decision's permit is reported CANCELLED instead. ``handoff`` (for a
+        decision from breakerd, which may carry a permit) makes that exactly
+        once even when the loop closes between scheduling and running the
+        settlement, as ``asyncio.run`` does once its main coroutine ends."""
+        if handoff is not None and decision is not None and not handoff.hand_over(decision):
+            self._abandon(decision)  # the task has given up already
+            return
 
         def settle() -> None:
+            if handoff is not None and decision is not None and handoff.take() is None:
+                return  # the cancelled task reported it
             if answer.done():
                 if decision is not None:
                     self._abandon(decision)
@@ -1066,7 +1081,9 @@ class Client:
                 answer.set_result(cast(Decision, decision))
 
         if not _on_loop(loop, settle) and decision is not None:
-            self._abandon(decision)  # the loop is closed: nobody waits any more
+            # The loop is closed: nobody waits any more.
+            if handoff is None or handoff.take() is not None:
+                self._abandon(decision)
 
     def _abandon(self, decision: Decision) -> None:
         """Reports the permit of a decision its caller gave up on as
@@ -1531,6 +1548,42 @@ def _after(remaining: list[str], granted: str) -> list[str]:
     """The fallback chain's candidates after ``granted`` failed."""
     index = remaining.index(granted) if granted in remaining else 0
     return remaining[index + 1 :]
+
+
+class _Handoff:
+    """A decision from breakerd on its way from gRPC's completion thread to
+    the task awaiting it. Exactly one side ends up with it: the loop's
+    settlement (``take``), or the task that gave up (``give_up``), or the
+    sender when the task had given up first (``hand_over`` is False)."""
+
+    __slots__ = ("_lock", "_decision", "_gone")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._decision: Optional[Decision] = None
+        self._gone = False
+
+    def hand_over(self, decision: Decision) -> bool:
+        """Leaves ``decision`` for the task; False if it has given up."""
+        with self._lock:
+            if self._gone:
+                return False
+            self._decision = decision
+            return True
+
+    def take(self) -> Optional[Decision]:
+        """The decision handed over, once (None if the task took it)."""
+        with self._lock:
+            decision, self._decision = self._decision, None
+            return decision
+
+    def give_up(self) -> Optional[Decision]:
+        """The task is cancelled: returns a decision handed over but not
+        yet settled (its permit is the task's to report), once."""
+        with self._lock:
+            self._gone = True
+            decision, self._decision = self._decision, None
+            return decision
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> bool:
