@@ -91,6 +91,11 @@ double FuzzUniform() { return g_uniform; }
 
 // --- Classification, written from DESIGN.md's table -------------------------
 
+// This oracle is deliberately independent of the engine: it does not call
+// ClassifyHttpStatus, ClassifyGrpcCode or VerdictFor, nor share their
+// tables, so a mistake in the engine's table cannot hide in its own
+// oracle. Only the names used in messages (OutcomeClassName) are shared.
+
 std::optional<OutcomeClass> ExpectedHttp(uint32_t s) {
   if (s < 100 || s > 599) return std::nullopt;
   if (s < 400) return OutcomeClass::kSuccess;

@@ -83,6 +83,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/test/default_reactor_test_peer.h"
 #include "server/engine/clock.h"
+#include "server/engine/outcome.h"
 #include "server/engine/policy.h"
 #include "server/engine/registry.h"
 #include "server/engine/types.h"
@@ -174,26 +175,9 @@ bool IsUtf8(const std::string& s) {
       s.data(), static_cast<int>(s.size()));
 }
 
-const char* CodeName(grpc::StatusCode code) {
-  static const char* const kNamesByCode[] = {"OK",
-                                             "CANCELLED",
-                                             "UNKNOWN",
-                                             "INVALID_ARGUMENT",
-                                             "DEADLINE_EXCEEDED",
-                                             "NOT_FOUND",
-                                             "ALREADY_EXISTS",
-                                             "PERMISSION_DENIED",
-                                             "RESOURCE_EXHAUSTED",
-                                             "FAILED_PRECONDITION",
-                                             "ABORTED",
-                                             "OUT_OF_RANGE",
-                                             "UNIMPLEMENTED",
-                                             "INTERNAL",
-                                             "UNAVAILABLE",
-                                             "DATA_LOSS",
-                                             "UNAUTHENTICATED"};
+absl::string_view CodeName(grpc::StatusCode code) {
   const int c = static_cast<int>(code);
-  return c >= 0 && c <= 16 ? kNamesByCode[c] : "?";
+  return c >= 0 && c < kGrpcCodeCount ? GrpcCodeName(c) : "?";
 }
 
 std::string StatusText(const grpc::Status& s) {

@@ -925,8 +925,9 @@ int ServerRunner::StartGrpc() {
   breaker_service_ = std::make_unique<BreakerServiceImpl>(
       registry_.get(), watch_hub_.get(), &call_tracker_, &rpc_stats_,
       trace_.get(), read_limiter_.get());
+  // Admin calls are in flight for the shutdown's drain too.
   admin_service_ = std::make_unique<AdminServiceImpl>(
-      registry_.get(), admin_token_, &rpc_stats_);
+      registry_.get(), admin_token_, &rpc_stats_, &call_tracker_);
   // An override is on disk before the operator hears it took.
   admin_service_->SetAfterOverride([this] { PersistState(); });
   admin_service_->SetOnAuthFailure(

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/config/yaml_events.h"
+#include "server/engine/dependency_name.h"
 #include "yaml-cpp/yaml.h"
 
 namespace breakerd {
@@ -566,10 +567,7 @@ void ApplyPolicyFields(Context* ctx, const Fields& fields,
               &p->retry_budget.ttl);
 }
 
-bool IsMatchByte(char c) {
-  return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == ':' ||
-         c == '/' || c == '@' || c == '-' || c == '*';
-}
+bool IsMatchByte(char c) { return IsDependencyNameByte(c) || c == '*'; }
 
 // Stores the policy's `match` in *out. Returns false (recording an error)
 // if it is missing or not a valid pattern.
@@ -590,8 +588,8 @@ bool SetMatch(Context* ctx, const Fields& fields, const std::string& path,
   }
   if (!ok) {
     ctx->Error(f->mark, key_path,
-               absl::StrCat("must be 1-", kMaxMatchLength,
-                            " bytes of [A-Za-z0-9._:/@-] and '*' (got ",
+               absl::StrCat("must be 1-", kMaxMatchLength, " bytes of ",
+                            kDependencyNameAlphabet, " and '*' (got ",
                             Describe(f->value), ")"));
     return false;
   }

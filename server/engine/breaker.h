@@ -139,7 +139,6 @@ class Breaker {
   enum Counter { kCalls = 0, kFailures = 1, kSlow = 2 };
   enum BudgetCounter { kFirsts = 0, kRetries = 1 };
 
-  // The clock read once per operation, in both forms.
   // The clock read once per operation (Clock nanoseconds).
   struct Instant {
     int64_t ns;

@@ -4,6 +4,29 @@
 #include "absl/strings/str_cat.h"
 
 namespace breakerd {
+namespace {
+
+constexpr absl::string_view kGrpcCodeNames[kGrpcCodeCount] = {
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+};
+
+}  // namespace
 
 OutcomeClass ClassifyHttpStatus(uint32_t status) {
   if (status < 400) return OutcomeClass::kSuccess;
@@ -120,6 +143,18 @@ absl::string_view OutcomeClassName(OutcomeClass c) {
       return "soft_failure";
   }
   return "unknown";
+}
+
+std::optional<OutcomeClass> OutcomeClassFromName(absl::string_view name) {
+  for (int i = 1; i < kOutcomeClassCount; ++i) {
+    const OutcomeClass c = static_cast<OutcomeClass>(i);
+    if (OutcomeClassName(c) == name) return c;
+  }
+  return std::nullopt;
+}
+
+absl::string_view GrpcCodeName(int code) {
+  return code >= 0 && code < kGrpcCodeCount ? kGrpcCodeNames[code] : "UNKNOWN";
 }
 
 }  // namespace breakerd

@@ -57,6 +57,16 @@ Verdict VerdictFor(OutcomeClass c, RateLimitedHandling rate_limited);
 // Stable lower_snake_case name, used as a metric label.
 absl::string_view OutcomeClassName(OutcomeClass c);
 
+// The class whose OutcomeClassName is `name`, or nullopt.
+std::optional<OutcomeClass> OutcomeClassFromName(absl::string_view name);
+
+// gRPC status codes 0 (OK) .. 16 (UNAUTHENTICATED).
+inline constexpr int kGrpcCodeCount = 17;
+
+// The name of gRPC status code `code` as in the gRPC spec ("OK",
+// "INVALID_ARGUMENT", ...); "UNKNOWN" outside 0 .. kGrpcCodeCount - 1.
+absl::string_view GrpcCodeName(int code);
+
 }  // namespace breakerd
 
 #endif  // BREAKERD_SERVER_ENGINE_OUTCOME_H_

@@ -6,23 +6,10 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "server/engine/dependency_name.h"
 
 namespace breakerd {
 namespace {
-
-// Allowed bytes of a dependency name: [A-Za-z0-9._:/@-].
-struct NameTable {
-  bool ok[256] = {};
-  constexpr NameTable() {
-    for (int c = 'a'; c <= 'z'; ++c) ok[c] = true;
-    for (int c = 'A'; c <= 'Z'; ++c) ok[c] = true;
-    for (int c = '0'; c <= '9'; ++c) ok[c] = true;
-    for (char c : {'.', '_', ':', '/', '@', '-'}) {
-      ok[static_cast<unsigned char>(c)] = true;
-    }
-  }
-};
-constexpr NameTable kNameTable;
 
 uint64_t RandomSecret() {
   absl::BitGen gen;
@@ -38,7 +25,7 @@ absl::Status ValidateDependency(absl::string_view name,
   if (name.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": must not be empty (1-", kMaxDependencyLength,
-                     " bytes of [A-Za-z0-9._:/@-])"));
+                     " bytes of ", kDependencyNameAlphabet, ")"));
   }
   if (name.size() > kMaxDependencyLength) {
     return absl::InvalidArgumentError(
@@ -46,11 +33,11 @@ absl::Status ValidateDependency(absl::string_view name,
                      " bytes (got ", name.size(), ")"));
   }
   for (size_t i = 0; i < name.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(name[i]);
-    if (!kNameTable.ok[c]) {
+    if (!IsDependencyNameByte(name[i])) {
+      const unsigned char c = static_cast<unsigned char>(name[i]);
       return absl::InvalidArgumentError(absl::StrCat(
           field, ": byte ", i, " (0x", absl::Hex(c, absl::kZeroPad2),
-          ") is not allowed; use only [A-Za-z0-9._:/@-]"));
+          ") is not allowed; use only ", kDependencyNameAlphabet));
     }
   }
   return absl::OkStatus();

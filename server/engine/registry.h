@@ -1,6 +1,6 @@
 // The Registry: the one map of breakers in the process. The gRPC request
-// path, the admin path, the metrics collector and (later) fleet sync all read
-// and write these same objects, so what /metrics shows is what traffic gets.
+// path, the admin path, the metrics collector and fleet sync all read and
+// write these same objects, so what /metrics shows is what traffic gets.
 //
 // Breakers are created lazily on first use with the first policy that
 // matches, capped at limits.max_breakers, and evicted when idle.
@@ -50,7 +50,8 @@ class TransitionObserver {
   virtual void OnTransition(const Transition& t) = 0;
 };
 
-// Checks a dependency name: 1-200 bytes of [A-Za-z0-9._:/@-]. Returns
+// Checks a dependency name: 1-200 bytes of kDependencyNameAlphabet
+// (dependency_name.h). Returns
 // INVALID_ARGUMENT naming `field` and the rule.
 absl::Status ValidateDependency(absl::string_view name,
                                 absl::string_view field = "dependency");
@@ -109,8 +110,9 @@ class Registry {
   absl::StatusOr<BreakerSnapshot> Get(absl::string_view dependency) const;
   // Every breaker, in no particular order.
   std::vector<BreakerSnapshot> List() const;
-  // Calls fn for each breaker's snapshot, one shard locked (shared) at a
-  // time. fn must not call back into the registry.
+  // Calls fn for each breaker's snapshot, one shard locked at a time
+  // (exclusively: the lock Acquire and Report take, so fn must be quick).
+  // fn must not call back into the registry.
   void ForEach(const std::function<void(const BreakerSnapshot&)>& fn) const;
   // The same for one shard (0 <= shard < kShardCount) only, its lock held
   // while fn runs: reading shard by shard, a caller holds at most

@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/engine/dependency_name.h"
 #include "server/engine/registry.h"
 
 namespace breakerd {
@@ -117,7 +118,7 @@ absl::StatusOr<FleetMessage> ParseFleetMessage(absl::string_view text) {
     // may be a megabyte.
     return absl::InvalidArgumentError(absl::StrCat(
         "fleet message: dependency must be 1-", kMaxDependencyLength,
-        " bytes of [A-Za-z0-9._:/@-] (got ", Quote(f[5]), ")"));
+        " bytes of ", kDependencyNameAlphabet, " (got ", Quote(f[5]), ")"));
   }
   m.dependency = std::string(f[5]);
   return m;

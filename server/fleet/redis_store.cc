@@ -10,12 +10,12 @@
 #include <cstring>
 #include <memory>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/engine/dependency_name.h"
 
 namespace breakerd {
 namespace {
@@ -55,11 +55,6 @@ end
 return 0
 )";
 
-bool ValidPrefixChar(char c) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
-         absl::string_view("._:/@-").find(c) != absl::string_view::npos;
-}
-
 std::string ContextError(redisContext* c, absl::string_view what) {
   return absl::StrCat(
       "redis ", what, ": ",
@@ -79,10 +74,10 @@ absl::Status ValidateRedisOptions(const RedisOptions& o) {
         absl::StrCat("redis-db: must be 0 or more (got ", o.db, ")"));
   }
   for (char c : o.key_prefix) {
-    if (!ValidPrefixChar(c)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "redis-key-prefix: only [A-Za-z0-9._:/@-] allowed (got \"",
-          o.key_prefix, "\")"));
+    if (!IsDependencyNameByte(c)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("redis-key-prefix: only ", kDependencyNameAlphabet,
+                       " allowed (got \"", o.key_prefix, "\")"));
     }
   }
   if (o.timeout <= absl::ZeroDuration()) {

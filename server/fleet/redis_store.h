@@ -40,7 +40,8 @@ struct RedisOptions {
   // SELECT this database (keys only: pub/sub channels are not per database,
   // so fleets sharing a Redis need distinct key_prefix values).
   int db = 0;
-  // Prefix of every key and of the channel; [A-Za-z0-9._:/@-]*.
+  // Prefix of every key and of the channel; bytes of
+  // kDependencyNameAlphabet (server/engine/dependency_name.h) only.
   std::string key_prefix = "breakerd:";
   // Connect and per-command timeout.
   absl::Duration timeout = absl::Milliseconds(50);

@@ -22,26 +22,6 @@ constexpr absl::string_view kMethodCode[] = {"method", "code"};
 constexpr absl::string_view kEvent[] = {"event"};
 constexpr absl::string_view kMethod[] = {"method"};
 
-constexpr absl::string_view kGrpcCodeNames[kGrpcCodeCount] = {
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-};
-
 // A table row; the fields in the order that reads best in the table.
 FamilyDef Def(absl::string_view name, MetricKind kind,
               absl::Span<const absl::string_view> labels,
@@ -179,10 +159,6 @@ uint64_t Accumulate(const uint64_t* per_bucket,
 }
 
 }  // namespace
-
-absl::string_view GrpcCodeName(int code) {
-  return code >= 0 && code < kGrpcCodeCount ? kGrpcCodeNames[code] : "UNKNOWN";
-}
 
 const FamilyDef& Family(FamilyId id) { return kFamilies[static_cast<int>(id)]; }
 

@@ -59,33 +59,9 @@
 #include "server/engine/registry.h"
 #include "server/engine/types.h"
 #include "server/metrics/dependency_label.h"
+#include "server/service/rpc_method_stats.h"
 
 namespace breakerd {
-
-// gRPC status codes 0 (OK) .. 16 (UNAUTHENTICATED).
-inline constexpr int kGrpcCodeCount = 17;
-
-// The name of gRPC status code `code` as in the gRPC spec ("OK",
-// "INVALID_ARGUMENT", ...). REQUIRES: 0 <= code < kGrpcCodeCount.
-absl::string_view GrpcCodeName(int code);
-
-// Finite bucket bounds of breakerd_grpc_server_handling_seconds, in seconds.
-inline constexpr int kRpcLatencyBuckets = 10;
-inline constexpr std::array<double, kRpcLatencyBuckets>
-    kRpcLatencyBucketBounds = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025,
-                               0.0005,  0.001,    0.0025,  0.005,  0.01};
-
-// One RPC method's server-side handling numbers (see RpcStats in
-// server/service/rpc_stats.h, which fills them).
-struct RpcMethodStats {
-  absl::string_view method;  // as in the proto: "Acquire", "ForceOpen", ...
-  // Calls handled, by gRPC status code.
-  std::array<uint64_t, kGrpcCodeCount> handled{};
-  // Calls per latency bucket (not cumulative), one per
-  // kRpcLatencyBucketBounds entry, then the calls above the last bound.
-  std::array<uint64_t, kRpcLatencyBuckets + 1> latency_buckets{};
-  double latency_sum_seconds = 0;
-};
 
 // Process-level numbers that do not live in the Registry. Each function is
 // called once per scrape; an empty function exports 0.

@@ -5,6 +5,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/service/convert.h"
+#include "server/service/unary_call.h"
 
 namespace breakerd {
 namespace {
@@ -39,9 +40,10 @@ std::string ExpectedAuthorization(const std::optional<std::string>& token) {
 
 AdminServiceImpl::AdminServiceImpl(Registry* registry,
                                    std::optional<std::string> token,
-                                   RpcStats* rpc_stats)
+                                   RpcStats* rpc_stats, CallTracker* tracker)
     : registry_(registry),
       rpc_stats_(rpc_stats),
+      tracker_(tracker),
       expected_authorization_(ExpectedAuthorization(token)) {}
 
 void AdminServiceImpl::SetToken(const std::optional<std::string>& token) {
@@ -52,20 +54,17 @@ void AdminServiceImpl::SetToken(const std::optional<std::string>& token) {
 
 template <typename Op>
 grpc::ServerUnaryReactor* AdminServiceImpl::Run(
-    RpcStats::Call& call, grpc::CallbackServerContext* context,
+    UnaryCall& call, const grpc::CallbackServerContext& context,
     v1::AdminResponse* response, Op&& op) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (grpc::Status auth = Authorize(*context); !auth.ok()) {
-    call.Finish(reactor, auth);
-    return reactor;
+  if (grpc::Status auth = Authorize(context); !auth.ok()) {
+    return call.Finish(auth);
   }
   absl::StatusOr<BreakerSnapshot> snapshot = op();
   if (snapshot.ok()) {
     if (after_override_) after_override_();
     FillBreakerStatus(*snapshot, response->mutable_status());
   }
-  call.Finish(reactor, ToGrpcStatus(snapshot.status()));
-  return reactor;
+  return call.Finish(ToGrpcStatus(snapshot.status()));
 }
 
 grpc::Status AdminServiceImpl::Authorize(
@@ -110,24 +109,24 @@ grpc::Status AdminServiceImpl::CheckAuthorization(
 grpc::ServerUnaryReactor* AdminServiceImpl::ForceOpen(
     grpc::CallbackServerContext* context, const v1::ForceOpenRequest* request,
     v1::AdminResponse* response) {
-  RpcStats::Call call(rpc_stats_, RpcMethod::kForceOpen);
-  return Run(call, context, response,
+  UnaryCall call(context, tracker_, rpc_stats_, RpcMethod::kForceOpen);
+  return Run(call, *context, response,
              [&] { return registry_->ForceOpen(request->dependency()); });
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::ForceClose(
     grpc::CallbackServerContext* context, const v1::ForceCloseRequest* request,
     v1::AdminResponse* response) {
-  RpcStats::Call call(rpc_stats_, RpcMethod::kForceClose);
-  return Run(call, context, response,
+  UnaryCall call(context, tracker_, rpc_stats_, RpcMethod::kForceClose);
+  return Run(call, *context, response,
              [&] { return registry_->ForceClose(request->dependency()); });
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::Reset(
     grpc::CallbackServerContext* context, const v1::ResetRequest* request,
     v1::AdminResponse* response) {
-  RpcStats::Call call(rpc_stats_, RpcMethod::kReset);
-  return Run(call, context, response,
+  UnaryCall call(context, tracker_, rpc_stats_, RpcMethod::kReset);
+  return Run(call, *context, response,
              [&] { return registry_->Reset(request->dependency()); });
 }
 

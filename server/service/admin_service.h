@@ -22,7 +22,9 @@
 #include "grpcpp/support/status.h"
 #include "server/engine/mutex.h"
 #include "server/engine/registry.h"
+#include "server/service/call_tracker.h"
 #include "server/service/rpc_stats.h"
+#include "server/service/unary_call.h"
 
 namespace breakerd {
 
@@ -31,9 +33,11 @@ class AdminServiceImpl final : public v1::Admin::CallbackService {
   // REQUIRES: `registry` is non-null and outlives the service. `token`:
   // the admin token; nullopt (or an empty token) disables admin.
   // `rpc_stats` (may be null; must outlive the service) counts handled calls
-  // and their handling time.
+  // and their handling time; `tracker` (may be null; must outlive the
+  // service) counts the calls in flight, so shutdown drains them.
   AdminServiceImpl(Registry* registry, std::optional<std::string> token,
-                   RpcStats* rpc_stats = nullptr);
+                   RpcStats* rpc_stats = nullptr,
+                   CallTracker* tracker = nullptr);
 
   AdminServiceImpl(const AdminServiceImpl&) = delete;
   AdminServiceImpl& operator=(const AdminServiceImpl&) = delete;
@@ -90,13 +94,14 @@ class AdminServiceImpl final : public v1::Admin::CallbackService {
   // Runs one override: authorize, call `op`, run the hook on success, fill
   // the response.
   template <typename Op>
-  grpc::ServerUnaryReactor* Run(RpcStats::Call& call,
-                                grpc::CallbackServerContext* context,
+  grpc::ServerUnaryReactor* Run(UnaryCall& call,
+                                const grpc::CallbackServerContext& context,
                                 v1::AdminResponse* response, Op&& op);
 
   // Constant after construction (after_override_: set before serving).
   Registry* const registry_;
   RpcStats* const rpc_stats_;
+  CallTracker* const tracker_;
   std::function<void()> after_override_;
   std::function<void(absl::string_view)> on_auth_failure_;
 

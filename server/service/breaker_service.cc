@@ -15,6 +15,8 @@ namespace {
 absl::StatusOr<ReportRequestFacts> ReportFacts(
     const v1::ReportRequest& request) {
   ReportRequestFacts facts;
+  // v1::Outcome numbers are OutcomeClass numbers (static_assert in
+  // convert.cc).
   facts.outcome.explicit_class = static_cast<int>(request.outcome());
   facts.outcome.http_status = request.http_status();
   if (request.has_grpc_code()) facts.outcome.grpc_code = request.grpc_code();
@@ -49,26 +51,20 @@ BreakerServiceImpl::BreakerServiceImpl(Registry* registry, WatchHub* hub,
 grpc::ServerUnaryReactor* BreakerServiceImpl::Acquire(
     grpc::CallbackServerContext* context, const v1::AcquireRequest* request,
     v1::AcquireResponse* response) {
-  const CallTracker::Scope in_flight(tracker_);
-  RpcStats::Call call(rpc_stats_, RpcMethod::kAcquire);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  UnaryCall call(context, tracker_, rpc_stats_, RpcMethod::kAcquire);
   absl::StatusOr<AcquireResult> result =
       registry_->Acquire(request->dependency(), request->attempt());
   if (result.ok()) FillAcquireResponse(*result, response);
-  call.Finish(reactor, ToGrpcStatus(result.status()));
-  return reactor;
+  return call.Finish(ToGrpcStatus(result.status()));
 }
 
 grpc::ServerUnaryReactor* BreakerServiceImpl::Report(
     grpc::CallbackServerContext* context, const v1::ReportRequest* request,
     v1::ReportResponse* response) {
-  const CallTracker::Scope in_flight(tracker_);
-  RpcStats::Call call(rpc_stats_, RpcMethod::kReport);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  UnaryCall call(context, tracker_, rpc_stats_, RpcMethod::kReport);
   absl::StatusOr<ReportRequestFacts> facts = ReportFacts(*request);
   if (!facts.ok()) {
-    call.Finish(reactor, ToGrpcStatus(facts.status()));
-    return reactor;
+    return call.Finish(ToGrpcStatus(facts.status()));
   }
   absl::StatusOr<ReportResult> result =
       registry_->Report(request->dependency(), request->permit(), *facts);
@@ -77,59 +73,48 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::Report(
     response->set_effect(ToProto(result->effect));
     if (trace_ != nullptr) trace_->Record(*request);
   }
-  call.Finish(reactor, ToGrpcStatus(result.status()));
-  return reactor;
+  return call.Finish(ToGrpcStatus(result.status()));
 }
 
 grpc::ServerUnaryReactor* BreakerServiceImpl::AcquireFirst(
     grpc::CallbackServerContext* context,
     const v1::AcquireFirstRequest* request,
     v1::AcquireFirstResponse* response) {
-  const CallTracker::Scope in_flight(tracker_);
-  RpcStats::Call call(rpc_stats_, RpcMethod::kAcquireFirst);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  UnaryCall call(context, tracker_, rpc_stats_, RpcMethod::kAcquireFirst);
   const std::vector<std::string> names(request->dependencies().begin(),
                                        request->dependencies().end());
   absl::StatusOr<AcquireFirstResult> result =
       registry_->AcquireFirst(names, request->attempt());
   if (result.ok()) FillAcquireFirstResponse(*result, names, response);
-  call.Finish(reactor, ToGrpcStatus(result.status()));
-  return reactor;
+  return call.Finish(ToGrpcStatus(result.status()));
 }
 
 grpc::ServerUnaryReactor* BreakerServiceImpl::GetState(
     grpc::CallbackServerContext* context, const v1::GetStateRequest* request,
     v1::BreakerStatus* response) {
-  const CallTracker::Scope in_flight(tracker_);
-  RpcStats::Call call(rpc_stats_, RpcMethod::kGetState);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  UnaryCall call(context, tracker_, rpc_stats_, RpcMethod::kGetState);
   absl::StatusOr<BreakerSnapshot> snapshot =
       registry_->Get(request->dependency());
   if (snapshot.ok()) FillBreakerStatus(*snapshot, response);
-  call.Finish(reactor, ToGrpcStatus(snapshot.status()));
-  return reactor;
+  return call.Finish(ToGrpcStatus(snapshot.status()));
 }
 
 grpc::ServerUnaryReactor* BreakerServiceImpl::ListStates(
     grpc::CallbackServerContext* context, const v1::ListStatesRequest* request,
     v1::ListStatesResponse* response) {
-  const CallTracker::Scope in_flight(tracker_);
-  RpcStats::Call call(rpc_stats_, RpcMethod::kListStates);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  UnaryCall call(context, tracker_, rpc_stats_, RpcMethod::kListStates);
   const size_t size = registry_->size();
   if (read_limiter_ != nullptr) {
     if (absl::Status admitted = read_limiter_->Admit(size, "list_states");
         !admitted.ok()) {
-      call.Finish(reactor, ToGrpcStatus(admitted));
-      return reactor;
+      return call.Finish(ToGrpcStatus(admitted));
     }
   }
   response->mutable_breakers()->Reserve(static_cast<int>(size));
   registry_->ForEach([response](const BreakerSnapshot& snapshot) {
     FillBreakerStatus(snapshot, response->add_breakers());
   });
-  call.Finish(reactor, grpc::Status::OK);
-  return reactor;
+  return call.Finish(grpc::Status::OK);
 }
 
 grpc::ServerWriteReactor<v1::StateChange>* BreakerServiceImpl::Watch(

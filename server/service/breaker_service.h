@@ -15,6 +15,7 @@
 #include "server/service/read_limiter.h"
 #include "server/service/rpc_stats.h"
 #include "server/service/trace_writer.h"
+#include "server/service/unary_call.h"
 #include "server/service/watch_hub.h"
 
 namespace breakerd {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "server/engine/outcome.h"
 
 namespace breakerd {
 namespace {
@@ -27,6 +28,75 @@ template <typename Message>
 void SetRetryAfter(absl::Duration d, Message* msg) {
   if (d > absl::ZeroDuration()) ToProtoDuration(d, msg->mutable_retry_after());
 }
+
+// The engine's wire enums carry the proto's numbers, so the service casts
+// between them: here (ToProto), in breaker_service.cc (Outcome into
+// RawOutcome::explicit_class) and in trace_writer.cc (Outcome to its name).
+// These fail the build when the two drift apart.
+template <typename A, typename B>
+constexpr bool SameNumber(A a, B b) {
+  return static_cast<int>(a) == static_cast<int>(b);
+}
+static_assert(SameNumber(State::kClosed, v1::STATE_CLOSED) &&
+              SameNumber(State::kOpen, v1::STATE_OPEN) &&
+              SameNumber(State::kHalfOpen, v1::STATE_HALF_OPEN) &&
+              SameNumber(State::kForcedOpen, v1::STATE_FORCED_OPEN) &&
+              SameNumber(State::kForcedClosed, v1::STATE_FORCED_CLOSED) &&
+              v1::State_MAX == kStateCount - 1);
+static_assert(SameNumber(RejectReason::kNone, v1::REJECT_REASON_UNSPECIFIED) &&
+              SameNumber(RejectReason::kOpen, v1::REJECT_REASON_OPEN) &&
+              SameNumber(RejectReason::kProbeInFlight,
+                         v1::REJECT_REASON_PROBE_IN_FLIGHT) &&
+              SameNumber(RejectReason::kRetryBudget,
+                         v1::REJECT_REASON_RETRY_BUDGET) &&
+              SameNumber(RejectReason::kForcedOpen,
+                         v1::REJECT_REASON_FORCED_OPEN) &&
+              v1::RejectReason_MAX == v1::REJECT_REASON_FORCED_OPEN);
+static_assert(SameNumber(Effect::kCountedSuccess, v1::EFFECT_COUNTED_SUCCESS) &&
+              SameNumber(Effect::kCountedFailure, v1::EFFECT_COUNTED_FAILURE) &&
+              SameNumber(Effect::kNeutral, v1::EFFECT_NEUTRAL) &&
+              SameNumber(Effect::kLate, v1::EFFECT_LATE) &&
+              v1::Effect_MAX == kEffectCount - 1);
+static_assert(
+    SameNumber(OutcomeClass::kSuccess, v1::OUTCOME_SUCCESS) &&
+    SameNumber(OutcomeClass::kTimeout, v1::OUTCOME_TIMEOUT) &&
+    SameNumber(OutcomeClass::kConnectionError, v1::OUTCOME_CONNECTION_ERROR) &&
+    SameNumber(OutcomeClass::kServerError, v1::OUTCOME_SERVER_ERROR) &&
+    SameNumber(OutcomeClass::kRateLimited, v1::OUTCOME_RATE_LIMITED) &&
+    SameNumber(OutcomeClass::kBadRequest, v1::OUTCOME_BAD_REQUEST) &&
+    SameNumber(OutcomeClass::kAuthError, v1::OUTCOME_AUTH_ERROR) &&
+    SameNumber(OutcomeClass::kCancelled, v1::OUTCOME_CANCELLED) &&
+    SameNumber(OutcomeClass::kSoftFailure, v1::OUTCOME_SOFT_FAILURE) &&
+    v1::Outcome_MAX == kOutcomeClassCount - 1);
+// ToGrpcStatus casts absl's canonical codes to gRPC's, and GrpcCodeName
+// (server/engine/outcome.h) names gRPC codes 0 .. kGrpcCodeCount - 1.
+static_assert(
+    SameNumber(absl::StatusCode::kOk, grpc::StatusCode::OK) &&
+    SameNumber(absl::StatusCode::kCancelled, grpc::StatusCode::CANCELLED) &&
+    SameNumber(absl::StatusCode::kUnknown, grpc::StatusCode::UNKNOWN) &&
+    SameNumber(absl::StatusCode::kInvalidArgument,
+               grpc::StatusCode::INVALID_ARGUMENT) &&
+    SameNumber(absl::StatusCode::kDeadlineExceeded,
+               grpc::StatusCode::DEADLINE_EXCEEDED) &&
+    SameNumber(absl::StatusCode::kNotFound, grpc::StatusCode::NOT_FOUND) &&
+    SameNumber(absl::StatusCode::kAlreadyExists,
+               grpc::StatusCode::ALREADY_EXISTS) &&
+    SameNumber(absl::StatusCode::kPermissionDenied,
+               grpc::StatusCode::PERMISSION_DENIED) &&
+    SameNumber(absl::StatusCode::kResourceExhausted,
+               grpc::StatusCode::RESOURCE_EXHAUSTED) &&
+    SameNumber(absl::StatusCode::kFailedPrecondition,
+               grpc::StatusCode::FAILED_PRECONDITION) &&
+    SameNumber(absl::StatusCode::kAborted, grpc::StatusCode::ABORTED) &&
+    SameNumber(absl::StatusCode::kOutOfRange, grpc::StatusCode::OUT_OF_RANGE) &&
+    SameNumber(absl::StatusCode::kUnimplemented,
+               grpc::StatusCode::UNIMPLEMENTED) &&
+    SameNumber(absl::StatusCode::kInternal, grpc::StatusCode::INTERNAL) &&
+    SameNumber(absl::StatusCode::kUnavailable, grpc::StatusCode::UNAVAILABLE) &&
+    SameNumber(absl::StatusCode::kDataLoss, grpc::StatusCode::DATA_LOSS) &&
+    SameNumber(absl::StatusCode::kUnauthenticated,
+               grpc::StatusCode::UNAUTHENTICATED) &&
+    kGrpcCodeCount == grpc::StatusCode::UNAUTHENTICATED + 1);
 
 }  // namespace
 

@@ -3,7 +3,7 @@
 // the handler's entry to its Finish (taken just before it)
 // (std::chrono::steady_clock, not the engine's clock). Exported as
 // breakerd_grpc_server_handled_total and breakerd_grpc_server_handling_seconds
-// (server/metrics/families.h) through ProcessStats::rpc_methods.
+// by the metrics layer, which reads Snapshot() (rpc_method_stats.h).
 //
 // Recording costs two clock reads and three relaxed atomic adds, no lock and
 // no allocation. Each method's counters sit on their own cache lines.
@@ -24,7 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
-#include "server/metrics/families.h"
+#include "server/service/rpc_method_stats.h"
 
 namespace breakerd {
 

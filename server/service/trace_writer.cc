@@ -68,6 +68,8 @@ void TraceWriter::Record(const v1::ReportRequest& report) {
                                     absl::UTCTimeZone()),
                    "\",\"dependency\":\"", report.dependency(), "\"");
   if (report.outcome() != v1::OUTCOME_UNSPECIFIED) {
+    // v1::Outcome numbers are OutcomeClass numbers (static_assert in
+    // convert.cc).
     absl::StrAppend(
         &line, ",\"outcome\":\"",
         OutcomeClassName(static_cast<OutcomeClass>(report.outcome())), "\"");

@@ -104,5 +104,25 @@ TEST(OutcomeTest, VerdictsMatchTheTable) {
   EXPECT_EQ(VerdictFor(OutcomeClass::kCancelled, count), Verdict::kNeutral);
 }
 
+TEST(OutcomeTest, EveryClassNameParsesBackAndOthersDoNot) {
+  for (int i = 1; i < kOutcomeClassCount; ++i) {
+    const OutcomeClass c = static_cast<OutcomeClass>(i);
+    EXPECT_EQ(OutcomeClassFromName(OutcomeClassName(c)), c)
+        << OutcomeClassName(c);
+  }
+  EXPECT_EQ(OutcomeClassFromName("unknown"), std::nullopt);
+  EXPECT_EQ(OutcomeClassFromName("Timeout"), std::nullopt);
+  EXPECT_EQ(OutcomeClassFromName(""), std::nullopt);
+}
+
+TEST(OutcomeTest, GrpcCodeNamesAreTheSpecsAndUnknownOutside) {
+  EXPECT_EQ(GrpcCodeName(0), "OK");
+  EXPECT_EQ(GrpcCodeName(4), "DEADLINE_EXCEEDED");
+  EXPECT_EQ(GrpcCodeName(14), "UNAVAILABLE");
+  EXPECT_EQ(GrpcCodeName(kGrpcCodeCount - 1), "UNAUTHENTICATED");
+  EXPECT_EQ(GrpcCodeName(-1), "UNKNOWN");
+  EXPECT_EQ(GrpcCodeName(kGrpcCodeCount), "UNKNOWN");
+}
+
 }  // namespace
 }  // namespace breakerd

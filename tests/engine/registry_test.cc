@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "server/engine/clock.h"
+#include "server/engine/dependency_name.h"
 
 namespace breakerd {
 namespace {
@@ -349,6 +350,18 @@ TEST_F(RegistryTest, ListAndForEachSeeEveryBreaker) {
   size_t n = 0;
   registry_.ForEach([&](const BreakerSnapshot&) { ++n; });
   EXPECT_EQ(n, 500u);
+}
+
+TEST(DependencyNameTest, TheAlphabetIsExactlyTheBytesValidateAccepts) {
+  const std::string allowed =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:/@-";
+  for (int b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    const bool want = allowed.find(c) != std::string::npos;
+    EXPECT_EQ(IsDependencyNameByte(c), want) << b;
+    EXPECT_EQ(ValidateDependency(std::string(1, c)).ok(), want) << b;
+  }
+  EXPECT_EQ(kDependencyNameAlphabet, "[A-Za-z0-9._:/@-]");
 }
 
 }  // namespace

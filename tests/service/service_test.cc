@@ -22,6 +22,7 @@
 #include "server/metrics/collector.h"
 #include "server/service/admin_service.h"
 #include "server/service/breaker_service.h"
+#include "server/service/call_tracker.h"
 #include "server/service/convert.h"
 #include "server/service/read_limiter.h"
 #include "server/service/rpc_stats.h"
@@ -1140,6 +1141,38 @@ TEST(ConvertTest, DurationsRoundTripAndClamp) {
       FromProtoDuration(d, "retry_after", absl::Hours(24)).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("retry_after"));
+}
+
+// Admin calls go through the same per-call scope as the Breaker service's
+// (UnaryCall), so graceful shutdown, which waits for CallTracker::active()
+// to reach zero, drains them too.
+TEST(AdminCallTrackerTest, AnOverrideIsCountedInFlightUntilItIsAnswered) {
+  FakeClock clock;
+  Registry registry(std::make_shared<const PolicySet>(), &clock,
+                    /*permit_secret=*/42, &HalfUniform);
+  CallTracker tracker;
+  AdminServiceImpl admin(&registry, std::string(kToken),
+                         /*rpc_stats=*/nullptr, &tracker);
+  int64_t active_during_override = -1;
+  admin.SetAfterOverride([&] { active_during_override = tracker.active(); });
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&admin);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<v1::Admin::Stub> stub =
+      v1::Admin::NewStub(server->InProcessChannel(grpc::ChannelArguments()));
+
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", kBearer);
+  v1::ForceOpenRequest req;
+  req.set_dependency("svc/a");
+  v1::AdminResponse resp;
+  ASSERT_TRUE(stub->ForceOpen(&ctx, req, &resp).ok());
+  EXPECT_EQ(active_during_override, 1);
+
+  server->Shutdown(SafetyDeadline());
+  server->Wait();
+  EXPECT_EQ(tracker.active(), 0);
 }
 
 }  // namespace

@@ -47,18 +47,6 @@ struct DependencyReport {
   std::string final_state = "closed";
 };
 
-constexpr std::pair<const char*, OutcomeClass> kOutcomeNames[] = {
-    {"success", OutcomeClass::kSuccess},
-    {"timeout", OutcomeClass::kTimeout},
-    {"connection_error", OutcomeClass::kConnectionError},
-    {"server_error", OutcomeClass::kServerError},
-    {"rate_limited", OutcomeClass::kRateLimited},
-    {"bad_request", OutcomeClass::kBadRequest},
-    {"auth_error", OutcomeClass::kAuthError},
-    {"cancelled", OutcomeClass::kCancelled},
-    {"soft_failure", OutcomeClass::kSoftFailure},
-};
-
 absl::Status LineError(size_t line, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat("line ", line, ": ", message));
 }
@@ -100,13 +88,12 @@ absl::StatusOr<TraceEvent> ParseLine(const std::string& text, size_t line) {
         event.outcome.http_status = status;  // "outcome": 503
       } else {
         const std::string name = absl::AsciiStrToLower(o.as<std::string>());
-        for (const auto& [n, c] : kOutcomeNames) {
-          if (name == n) event.outcome.explicit_class = static_cast<int>(c);
-        }
-        if (event.outcome.explicit_class == 0) {
+        const std::optional<OutcomeClass> c = OutcomeClassFromName(name);
+        if (!c.has_value()) {
           return LineError(line,
                            absl::StrCat("unknown outcome \"", name, "\""));
         }
+        event.outcome.explicit_class = static_cast<int>(*c);
       }
     }
     if (const YAML::Node h = node["http_status"]) {
@@ -274,7 +261,8 @@ int RunSimulate(const std::string& config_path, const std::string& trace_path,
                         absl::StrFormat("%.3f", absl::ToDoubleSeconds(offset)),
                         ",\"event\":\"", text, "\"}");
       }
-      // Dependency names are [A-Za-z0-9._:/@-]: nothing to escape.
+      // Dependency names are bytes of kDependencyNameAlphabet: nothing to
+      // escape.
       out << "{\"dependency\":\"" << name << "\",\"calls\":" << report.calls
           << ",\"allowed\":" << report.allowed
           << ",\"refused\":" << report.refused
