@@ -31,6 +31,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "server/cli/flag_help.h"
 #include "server/config/config.h"
 #include "server/log/json_log.h"
 #include "server/metrics/dependency_label.h"
@@ -156,12 +157,8 @@ constexpr char kUsage[] =
     "--check-config: 0 valid, 2 invalid.\n"
     "Logs: one JSON object per line on stderr.";
 
-// Our flags in the order --help lists them, with a placeholder for the value.
-struct FlagDoc {
-  const char* name;  // as defined (underscores)
-  const char* value;
-};
-constexpr FlagDoc kFlagDocs[] = {
+// Our flags in the order --help lists them.
+constexpr breakerd::FlagDoc kFlagDocs[] = {
     {"config", "PATH"},
     {"strict_config", "BOOL"},
     {"check_config", "FILE"},
@@ -188,47 +185,10 @@ constexpr FlagDoc kFlagDocs[] = {
     {"redis_timeout", "DURATION"},
 };
 
-std::string Dashed(absl::string_view name) {
-  return absl::StrReplaceAll(name, {{"_", "-"}});
-}
-
-// Word-wraps `text` to 80 columns, every line indented by `indent`.
-std::string Wrap(absl::string_view text, size_t indent) {
-  constexpr size_t kWidth = 80;
-  std::string out;
-  size_t column = 0;
-  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
-    if (column > indent && column + 1 + word.size() > kWidth) {
-      out.push_back('\n');
-      column = 0;
-    }
-    if (column == 0) {
-      out.append(indent, ' ');
-      column = indent;
-    } else {
-      out.push_back(' ');
-      ++column;
-    }
-    out.append(word.data(), word.size());
-    column += word.size();
-  }
-  out.push_back('\n');
-  return out;
-}
-
 void PrintHelp(std::ostream& out) {
-  for (absl::string_view paragraph : absl::StrSplit(kUsage, '\n')) {
-    out << (paragraph.empty() ? "\n" : Wrap(paragraph, 0));
-  }
+  breakerd::PrintUsage(out, kUsage);
   out << "\nFlags:\n";
-  for (const FlagDoc& doc : kFlagDocs) {
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(doc.name);
-    if (flag == nullptr) continue;
-    out << "  --" << Dashed(flag->Name()) << "=" << doc.value << "\n";
-    out << Wrap(flag->Help(), 6);
-    const std::string def = flag->DefaultValue();
-    out << "      default: " << (def.empty() ? "(none)" : def) << "\n";
-  }
+  breakerd::PrintFlags(out, kFlagDocs);
   out << "\nDurations are written like 500ms, 2s, 1m30s. Flag names may use\n"
          "dashes or underscores.\n"
          "  --help       this text\n"
@@ -311,12 +271,12 @@ std::string CheckFlags(const std::vector<char*>& args) {
       negated = true;
     }
     if (flag == nullptr || !IsOurFlagFile(flag->Filename())) {
-      return absl::StrCat("--", Dashed(name),
+      return absl::StrCat("--", breakerd::DashedFlagName(name),
                           ": unknown flag (see breakerd --help)");
     }
     const bool boolean = flag->IsOfType<bool>();
     if (negated && (!boolean || has_value)) {
-      return absl::StrCat("--", Dashed(name),
+      return absl::StrCat("--", breakerd::DashedFlagName(name),
                           ": unknown flag (see breakerd --help)");
     }
     std::string value;
@@ -327,13 +287,14 @@ std::string CheckFlags(const std::vector<char*>& args) {
     } else if (i + 1 < args.size()) {
       value = args[++i];
     } else {
-      return absl::StrCat("--", Dashed(name), ": missing value");
+      return absl::StrCat("--", breakerd::DashedFlagName(name),
+                          ": missing value");
     }
     // Sets the value as Abseil's parser does again next: a bad value is
     // caught here, with our exit code.
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
-      return absl::StrCat("--", Dashed(name), ": ", error,
+      return absl::StrCat("--", breakerd::DashedFlagName(name), ": ", error,
                           flag->IsOfType<absl::Duration>()
                               ? " (a duration needs a unit: 500ms, 2s, 1m30s)"
                               : "");
@@ -410,9 +371,6 @@ int main(int argc, char** argv) {
     const absl::string_view address = absl::StripAsciiWhitespace(raw);
     if (!address.empty()) options.listen.emplace_back(address);
   }
-  if (options.listen.empty()) {
-    return ConfigError("listen: at least one address is required");
-  }
   options.metrics_listen = std::string(
       absl::StripAsciiWhitespace(absl::GetFlag(FLAGS_metrics_listen)));
   {
@@ -438,26 +396,14 @@ int main(int argc, char** argv) {
   options.watch_queue = absl::GetFlag(FLAGS_watch_queue);
   options.read_all_breakers_per_second =
       absl::GetFlag(FLAGS_read_all_breakers_per_second);
-  const std::pair<const char*, int> limits[] = {
-      {"max-message-bytes", options.max_message_bytes},
-      {"max-watch-streams", options.max_watch_streams},
-      {"watch-queue", options.watch_queue},
-      {"read-all-breakers-per-second", options.read_all_breakers_per_second},
-  };
-  for (const auto& [name, value] : limits) {
-    if (value < 1) {
-      return ConfigError(
-          absl::StrCat(name, ": must be at least 1 (got ", value, ")"));
-    }
-  }
   {
+    // Octal digits only; the range is ValidateServerOptions'.
     const std::string mode = absl::GetFlag(FLAGS_unix_socket_mode);
     char* end = nullptr;
     const unsigned long bits = std::strtoul(mode.c_str(), &end, 8);
-    if (mode.empty() || end == nullptr || *end != '\0' || bits > 0777) {
+    if (mode.empty() || end == nullptr || *end != '\0' || bits > 07777) {
       return ConfigError(absl::StrCat(
-          "unix-socket-mode: want octal permission bits 000..777 (got \"", mode,
-          "\")"));
+          "unix-socket-mode: want an octal number (got \"", mode, "\")"));
     }
     options.unix_socket_mode = static_cast<uint32_t>(bits);
   }
@@ -469,21 +415,8 @@ int main(int argc, char** argv) {
   options.redis_key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
 
-  const std::pair<const char*, absl::Duration> durations[] = {
-      {"config-poll-interval", options.config_poll_interval},
-      {"evict-interval", options.evict_interval},
-      {"shutdown-grace", options.shutdown_grace},
-      {"state-stale-after", options.state_stale_after},
-      {"redis-timeout", options.redis_timeout},
-  };
-  for (const auto& [name, value] : durations) {
-    if (value < absl::ZeroDuration() || value == absl::InfiniteDuration()) {
-      return ConfigError(absl::StrCat(name,
-                                      ": must be a finite duration >= 0 (got ",
-                                      absl::FormatDuration(value), ")"));
-    }
-  }
-
+  // The runner checks every option (ValidateServerOptions) before it starts
+  // anything, and maps a failed start to the exit code.
   breakerd::ServerRunner runner(std::move(options));
   return runner.Run();
 }

@@ -1,51 +1,32 @@
 #include "server/server_runner.h"
 
-#include <errno.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <exception>
-#include <fstream>
-#include <iterator>
 #include <utility>
 #include <vector>
 
-#include "CivetServer.h"
-#include "absl/base/const_init.h"
 #include "absl/random/random.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "civetweb.h"
-#include "google/protobuf/stubs/logging.h"
-#include "grpc/support/log.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
+#include "server/cli/secret_file.h"
 #include "server/config/config.h"
 #include "server/engine/clock.h"
 #include "server/engine/registry.h"
 #include "server/fleet/fleet_sync.h"
 #include "server/fleet/redis_store.h"
+#include "server/http/http_endpoint.h"
 #include "server/log/json_log.h"
+#include "server/log/library_log.h"
 #include "server/metrics/collector.h"
-#include "server/metrics/scrape_limiter.h"
-#include "server/metrics/text_format.h"
 #include "server/service/admin_service.h"
 #include "server/service/breaker_service.h"
 #include "server/service/health_service.h"
@@ -56,46 +37,6 @@
 namespace breakerd {
 namespace {
 
-constexpr size_t kMaxTokenBytes = 4096;
-
-// What /readyz answers. Process-wide because civetweb's callbacks are plain
-// function pointers without a user argument of ours; one runner per process.
-enum class Phase : int { kStarting, kServing, kShuttingDown };
-std::atomic<Phase> g_phase{Phase::kStarting};
-
-// What gRPC and civetweb logged during startup, so a failed bind can be
-// explained ("address in use") in the startup_failed line.
-absl::Mutex g_diag_mu(absl::kConstInit);
-std::string* g_diagnostics ABSL_GUARDED_BY(g_diag_mu) = nullptr;
-
-void RememberDiagnostic(absl::string_view message) {
-  absl::MutexLock lock(&g_diag_mu);
-  if (g_diagnostics == nullptr) g_diagnostics = new std::string();
-  if (g_diagnostics->size() > 16384) return;
-  if (!g_diagnostics->empty()) g_diagnostics->append("; ");
-  g_diagnostics->append(message.data(), message.size());
-}
-
-std::string TakeDiagnostics() {
-  absl::MutexLock lock(&g_diag_mu);
-  if (g_diagnostics == nullptr) return "";
-  return std::exchange(*g_diagnostics, std::string());
-}
-
-// A short cause for a failed listen, from what the libraries logged.
-absl::string_view ListenFailureCause(absl::string_view diagnostics) {
-  if (absl::StrContains(diagnostics, "Address already in use")) {
-    return "address in use";
-  }
-  if (absl::StrContains(diagnostics, "Permission denied")) {
-    return "permission denied";
-  }
-  if (absl::StrContains(diagnostics, "Cannot assign requested address")) {
-    return "not a local address";
-  }
-  return "cannot listen";
-}
-
 sigset_t ShutdownSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -103,353 +44,6 @@ sigset_t ShutdownSignals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   return set;
-}
-
-std::string ErrnoText(int err) {
-  char buf[256];
-  // GNU strerror_r returns the message (possibly not in buf).
-  return std::string(strerror_r(err, buf, sizeof(buf)));
-}
-
-void StartupFailed(absl::string_view error) {
-  LogEvent(LogLevel::kError, "startup_failed", {{"error", error}});
-}
-
-// Routes gRPC's own log lines (errors only, unless GRPC_VERBOSITY says
-// otherwise) into the JSON log so stderr stays one JSON object per line.
-void GrpcLogToJson(gpr_log_func_args* args) {
-  if (args->message != nullptr) RememberDiagnostic(args->message);
-  LogLevel level = LogLevel::kInfo;
-  if (args->severity == GPR_LOG_SEVERITY_ERROR) level = LogLevel::kError;
-  if (args->severity == GPR_LOG_SEVERITY_DEBUG) level = LogLevel::kDebug;
-  LogEvent(level, "grpc_log",
-           {{"message", args->message != nullptr ? args->message : ""},
-            {"file", args->file != nullptr ? args->file : ""},
-            {"line", args->line}});
-}
-
-// libprotobuf's log lines (e.g. a request whose string field is not UTF-8:
-// any client can send those at will) go to the JSON log too, at most one a
-// second, with the count of those dropped in between.
-void ProtobufLogToJson(google::protobuf::LogLevel level, const char* file,
-                       int line, const std::string& message) {
-  static std::atomic<int64_t> next_ns{0};
-  static std::atomic<int64_t> dropped{0};
-  const int64_t now = absl::GetCurrentTimeNanos();
-  int64_t next = next_ns.load(std::memory_order_relaxed);
-  if (now < next || !next_ns.compare_exchange_strong(
-                        next, now + 1'000'000'000, std::memory_order_relaxed)) {
-    dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  LogEvent(
-      level >= google::protobuf::LOGLEVEL_ERROR ? LogLevel::kError
-                                                : LogLevel::kWarn,
-      "protobuf_log",
-      {{"message", message},
-       {"file", file != nullptr ? file : ""},
-       {"line", line},
-       {"dropped_before", dropped.exchange(0, std::memory_order_relaxed)}});
-}
-
-// civetweb's log hook: JSON log, and remembered for startup errors.
-int CivetLogToJson(const struct mg_connection*, const char* message) {
-  const absl::string_view text =
-      absl::StripAsciiWhitespace(message != nullptr ? message : "");
-  RememberDiagnostic(text);
-  LogEvent(LogLevel::kWarn, "http_log", {{"message", text}});
-  return 1;  // handled: civetweb prints nothing itself
-}
-
-// The status line and headers of a response. Every response closes the
-// connection (civetweb's keep-alive is off).
-std::string ResponseHead(int status, absl::string_view reason,
-                         absl::string_view content_type, size_t content_length,
-                         absl::string_view extra_headers = "") {
-  return absl::StrCat(
-      "HTTP/1.1 ", status, " ", reason, "\r\nContent-Type: ", content_type,
-      "\r\nContent-Length: ", content_length, "\r\n", extra_headers,
-      "Cache-Control: no-store\r\nConnection: close\r\n\r\n");
-}
-
-// Sends a short plain-text response (no body for HEAD) and returns `status`
-// for civetweb's access log.
-int Respond(struct mg_connection* conn, bool head, int status,
-            absl::string_view reason, absl::string_view body,
-            absl::string_view extra_headers = "") {
-  const std::string response =
-      absl::StrCat(ResponseHead(status, reason, "text/plain; charset=utf-8",
-                                body.size(), extra_headers),
-                   head ? absl::string_view() : body);
-  mg_write(conn, response.data(), response.size());
-  return status;
-}
-
-// The Kubernetes probes.
-int AnswerProbe(struct mg_connection* conn, absl::string_view path, bool head) {
-  int status = 200;
-  absl::string_view reason = "OK";
-  absl::string_view body;
-  if (path == "/healthz") {
-    body = "ok\n";  // the process is alive, even while draining
-  } else {
-    switch (g_phase.load(std::memory_order_acquire)) {
-      case Phase::kServing:
-        body = "ready\n";
-        break;
-      case Phase::kStarting:
-        status = 503;
-        reason = "Service Unavailable";
-        body = "starting\n";
-        break;
-      case Phase::kShuttingDown:
-        status = 503;
-        reason = "Service Unavailable";
-        body = "shutting down\n";
-        break;
-    }
-  }
-  return Respond(conn, head, status, reason, body);
-}
-
-// What /metrics serves and what bounds it; set while the metrics server
-// runs. Process-wide for the same reason as g_phase.
-std::atomic<const RegistryCollector*> g_metrics{nullptr};
-std::atomic<ScrapeLimiter*> g_scrape_limiter{nullptr};
-
-// The pieces of the exposition being written, one buffer per ScrapeLimiter
-// slot: reused, so the memory scrapes keep stays at one piece per slot,
-// whichever of the kMetricsWorkers threads serve them.
-std::string g_scrape_buffers[ScrapeLimits::kDefaultConcurrent];
-
-// Writes all of `bytes`; false if the connection failed or timed out.
-bool WriteAll(struct mg_connection* conn, absl::string_view bytes) {
-  return mg_write(conn, bytes.data(), bytes.size()) ==
-         static_cast<int>(bytes.size());
-}
-
-// /metrics: the text format written straight from the Registry
-// (RegistryCollector::WriteText), not prometheus-cpp's serializer, which
-// costs ten times as much for the same samples. The answer is streamed:
-// HTTP/1.1 chunked (a cut answer shows as incomplete), or for HTTP/1.0 a
-// body that ends when the connection closes. HEAD renders nothing.
-int AnswerMetrics(struct mg_connection* conn,
-                  const struct mg_request_info& info) {
-  const absl::string_view method =
-      info.request_method != nullptr ? info.request_method : "";
-  const bool head = method == "HEAD";
-  if (method != "GET" && !head) {
-    return Respond(conn, false, 405, "Method Not Allowed", "use GET or HEAD\n",
-                   "Allow: GET, HEAD\r\n");
-  }
-  const RegistryCollector* collector =
-      g_metrics.load(std::memory_order_acquire);
-  ScrapeLimiter* limiter = g_scrape_limiter.load(std::memory_order_acquire);
-  if (collector == nullptr || limiter == nullptr) {
-    return Respond(conn, head, 503, "Service Unavailable", "starting\n");
-  }
-  const bool chunked = info.http_version == nullptr ||
-                       absl::string_view(info.http_version) != "1.0";
-  const std::string response_head =
-      absl::StrCat("HTTP/1.1 200 OK\r\nContent-Type: ", kTextFormatContentType,
-                   chunked ? "\r\nTransfer-Encoding: chunked" : "",
-                   "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n");
-  if (head) {
-    WriteAll(conn, response_head);
-    return 200;
-  }
-  const ScrapeLimiter::Admission admission =
-      limiter->Begin(collector->registry_size());
-  if (!admission.admitted) {
-    return Respond(
-        conn, /*head=*/false, 503, "Service Unavailable",
-        absl::StrCat(admission.reason, "\n"),
-        absl::StrCat("Retry-After: ", admission.retry_after_seconds, "\r\n"));
-  }
-  const Clock* clock = MonotonicClock::Get();
-  const absl::Time deadline = clock->Now() + kScrapeDeadline;
-  bool first = true;
-  auto write_piece = [&](absl::string_view piece) {
-    if (clock->Now() > deadline) return false;  // cut: a reader too slow
-    if (chunked) {
-      const std::string size_line =
-          absl::StrCat(first ? "" : "\r\n", absl::Hex(piece.size()), "\r\n");
-      if (!WriteAll(conn, size_line)) return false;
-    }
-    first = false;
-    return WriteAll(conn, piece);
-  };
-  if (WriteAll(conn, response_head) &&
-      collector->WriteText(kExpositionChunkBytes,
-                           &g_scrape_buffers[admission.slot], write_piece) &&
-      chunked) {
-    WriteAll(conn, first ? "0\r\n\r\n" : "\r\n0\r\n\r\n");
-  }
-  limiter->End(admission.slot);
-  return 200;
-}
-
-// civetweb's begin_request hook: answers every request itself (/metrics,
-// the Kubernetes probes, 404 for any other path).
-int BeginRequest(struct mg_connection* conn) {
-  const struct mg_request_info* info = mg_get_request_info(conn);
-  const absl::string_view path =
-      info != nullptr && info->local_uri != nullptr ? info->local_uri : "";
-  const bool head = info != nullptr && info->request_method != nullptr &&
-                    absl::string_view(info->request_method) == "HEAD";
-  if (path == "/metrics") return AnswerMetrics(conn, *info);
-  if (path == "/healthz" || path == "/readyz") {
-    return AnswerProbe(conn, path, head);
-  }
-  return Respond(conn, head, 404, "Not Found",
-                 "not found: this port serves /metrics, /healthz and "
-                 "/readyz\n");
-}
-
-// For a "unix:" listen address: fails clearly if the directory is missing,
-// refuses to touch a path that is not a socket or a socket someone is still
-// listening on, and removes a stale socket file left by a crashed process.
-absl::Status PrepareUnixSocket(absl::string_view address) {
-  absl::string_view path = address;
-  absl::ConsumePrefix(&path, "unix:");
-  if (absl::StartsWith(path, "//")) path.remove_prefix(2);  // unix:///abs
-  if (path.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("listen ", address, ": empty socket path"));
-  }
-  struct sockaddr_un sun;
-  if (path.size() >= sizeof(sun.sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("listen ", address, ": socket path longer than ",
-                     sizeof(sun.sun_path) - 1, " bytes"));
-  }
-  const std::string file(path);
-  const size_t slash = file.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : file.substr(0, slash);
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "listen ", address, ": directory ", dir,
-        " does not exist or is not accessible (", ErrnoText(errno), ")"));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("listen ", address, ": ", dir, " is not a directory"));
-  }
-  if (lstat(file.c_str(), &st) != 0) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        absl::StrCat("listen ", address, ": cannot stat ", file, " (",
-                     ErrnoText(errno), ")"));
-  }
-  if (!S_ISSOCK(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("listen ", address, ": ", file,
-                     " exists and is not a socket; not removing it"));
-  }
-  // A socket file: in use if something accepts connections on it.
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    memset(&sun, 0, sizeof(sun));
-    sun.sun_family = AF_UNIX;
-    memcpy(sun.sun_path, file.data(), file.size());
-    const int rc =
-        connect(fd, reinterpret_cast<struct sockaddr*>(&sun), sizeof(sun));
-    close(fd);
-    if (rc == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "listen ", address,
-          ": address in use (another process is listening on ", file, ")"));
-    }
-  }
-  if (unlink(file.c_str()) != 0 && errno != ENOENT) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("listen ", address, ": cannot remove stale socket ", file,
-                     " (", ErrnoText(errno), ")"));
-  }
-  LogEvent(LogLevel::kInfo, "stale_socket_removed", {{"path", file}});
-  return absl::OkStatus();
-}
-
-// True if this process is in group `gid` (effective or supplementary).
-bool InOwnGroups(gid_t gid) {
-  if (gid == getegid()) return true;
-  const int n = getgroups(0, nullptr);
-  if (n <= 0) return false;
-  std::vector<gid_t> groups(static_cast<size_t>(n));
-  const int got = getgroups(n, groups.data());
-  return got > 0 && std::find(groups.begin(), groups.begin() + got, gid) !=
-                        groups.begin() + got;
-}
-
-// Logs a warning if the secret file `path` (symlinks followed, as a
-// Kubernetes Secret volume is mounted) may be read or written by others
-// than breakerd: any "other" bit, group write, or group read by a group
-// breakerd is not in. Group read by breakerd's own group is how Kubernetes
-// gives a non-root container its Secret (defaultMode 0400 with the pod's
-// fsGroup makes the file 0440, group fsGroup), so that is not warned about.
-void WarnIfSecretFileIsShared(const std::string& path, absl::string_view flag) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return;
-  const bool shared = (st.st_mode & 0027) != 0 ||
-                      ((st.st_mode & 0040) != 0 && !InOwnGroups(st.st_gid));
-  if (!shared) return;
-  LogEvent(LogLevel::kWarn, "secret_file_permissive",
-           {{"flag", flag},
-            {"path", path},
-            {"mode", absl::StrFormat("%04o", st.st_mode & 07777)},
-            {"gid", static_cast<int64_t>(st.st_gid)},
-            {"why",
-             "other users may read or write it; make it 0400 or 0600, or "
-             "0440 with breakerd's own group (Kubernetes: the Secret "
-             "volume's defaultMode 0400 and the pod's fsGroup)"}});
-}
-
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
-                                          absl::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        flag, " ", path, ": cannot open (", ErrnoText(errno), ")"));
-  }
-  std::string content;
-  content.assign(std::istreambuf_iterator<char>(in),
-                 std::istreambuf_iterator<char>());
-  if (in.bad()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(flag, " ", path, ": read error"));
-  }
-  const absl::string_view token = absl::StripAsciiWhitespace(content);
-  if (token.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " ", path,
-        ": the file is empty; put the secret in it or drop the flag"));
-  }
-  if (token.size() > kMaxTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " ", path, ": token longer than ", kMaxTokenBytes, " bytes"));
-  }
-  for (char c : token) {
-    if (c < 0x21 || c > 0x7E) {
-      // Never echo the token itself.
-      return absl::InvalidArgumentError(absl::StrCat(
-          flag, " ", path,
-          ": the token must be printable ASCII without spaces (it is sent "
-          "as `authorization: Bearer <token>`)"));
-    }
-  }
-  // The example overlays' secretGenerator ships this placeholder in public:
-  // a cluster running with it has an Admin token anyone can read.
-  if (absl::StartsWith(token, kPlaceholderTokenPrefix)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " ", path, ": holds the example's public placeholder (",
-        kPlaceholderTokenPrefix,
-        "...); create the Secret with a secret of your own and delete the "
-        "example's secretGenerator"));
-  }
-  return std::string(token);
 }
 
 std::string LastGoodConfigPath(const std::string& state_file) {
@@ -479,43 +73,6 @@ void BlockShutdownSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-absl::StatusOr<HostPort> ParseHostPort(absl::string_view address,
-                                       absl::string_view flag) {
-  HostPort hp;
-  absl::string_view port_text;
-  if (absl::StartsWith(address, "[")) {
-    const size_t close = address.find("]:");
-    if (close == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          flag, " ", address, ": expected [ipv6]:port, e.g. [::1]:50051"));
-    }
-    hp.host = std::string(address.substr(0, close + 1));
-    port_text = address.substr(close + 2);
-  } else {
-    const size_t colon = address.rfind(':');
-    if (colon == absl::string_view::npos || colon == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          flag, " ", address,
-          ": expected host:port (e.g. 127.0.0.1:50051; port 0 picks a free "
-          "port)"));
-    }
-    hp.host = std::string(address.substr(0, colon));
-    if (hp.host.find(':') != std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag, " ", address,
-                       ": put an IPv6 host in brackets, e.g. [::1]:50051"));
-    }
-    port_text = address.substr(colon + 1);
-  }
-  if (port_text.empty() || !absl::SimpleAtoi(port_text, &hp.port) ||
-      hp.port < 0 || hp.port > 65535 ||
-      port_text.find_first_not_of("0123456789") != absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " ", address, ": port must be a number from 0 to 65535"));
-  }
-  return hp;
-}
-
 ServerRunner::ServerRunner(ServerOptions options)
     : options_(std::move(options)) {}
 
@@ -523,9 +80,7 @@ ServerRunner::~ServerRunner() {
   // Reverse order of dependency: nothing may outlive what it points to.
   StopSignalThread();
   StopMaintenanceThread();
-  http_server_.reset();
-  g_metrics.store(nullptr, std::memory_order_release);
-  g_scrape_limiter.store(nullptr, std::memory_order_release);
+  http_.reset();
   collector_.reset();
   if (server_ != nullptr) {
     watch_hub_->Shutdown();
@@ -552,25 +107,21 @@ void ServerRunner::RequestShutdown() {
 }
 
 int ServerRunner::Run() {
-  g_phase.store(Phase::kStarting, std::memory_order_release);
-  gpr_set_log_function(&GrpcLogToJson);
-  google::protobuf::SetLogHandler(&ProtobufLogToJson);
-
-  if (int code = ParseAddresses(); code != kExitOk) return code;
-  if (int code = LoadAdminToken(); code != kExitOk) return code;
-  if (int code = LoadConfig(); code != kExitOk) return code;
-  RestoreState();
-  // Written once now, so that a --state-file whose directory is missing or
-  // read-only is reported (and counted) at start, not at the first override
-  // that would be lost.
-  if (state_saver_ != nullptr) OnStateSaved(state_saver_->Save());
-  if (int code = StartFleet(); code != kExitOk) return code;
-  if (int code = StartGrpc(); code != kExitOk) return code;
-  if (int code = StartMetrics(); code != kExitOk) return code;
-
+  RouteLibraryLogsToJson();
+  if (absl::Status s = Start(); !s.ok()) {
+    const absl::optional<absl::Cord> detail =
+        s.GetPayload(kLibraryDiagnosticsPayload);
+    if (detail.has_value()) {
+      LogEvent(LogLevel::kError, "startup_failed",
+               {{"error", s.message()}, {"detail", std::string(*detail)}});
+    } else {
+      LogEvent(LogLevel::kError, "startup_failed", {{"error", s.message()}});
+    }
+    return ExitCodeFor(s);
+  }
   signal_thread_ = std::thread(&ServerRunner::SignalLoop, this);
   maintenance_thread_ = std::thread(&ServerRunner::MaintenanceLoop, this);
-  g_phase.store(Phase::kServing, std::memory_order_release);
+  http_->SetPhase(ServingPhase::kServing);
   LogServing();
 
   {
@@ -581,41 +132,24 @@ int ServerRunner::Run() {
   return kExitOk;
 }
 
-int ServerRunner::ParseAddresses() {
-  if (options_.listen.empty()) {
-    StartupFailed("listen: at least one address is required");
-    return kExitConfigError;
-  }
-  listeners_.clear();
-  listeners_.reserve(options_.listen.size());
+absl::Status ServerRunner::Start() {
+  if (absl::Status s = ValidateServerOptions(options_); !s.ok()) return s;
   for (const std::string& address : options_.listen) {
-    Listener l;
-    l.address = address;
-    if (absl::StartsWith(address, "unix:") ||
-        absl::StartsWith(address, "unix-abstract:")) {
-      l.unix_socket = true;
-    } else {
-      absl::StatusOr<HostPort> hp = ParseHostPort(address, "listen");
-      if (!hp.ok()) {
-        StartupFailed(hp.status().message());
-        return kExitConfigError;
-      }
-      l.host = hp->host;
-    }
-    listeners_.push_back(std::move(l));
+    listeners_.push_back(*ParseListener(address));  // valid: checked above
   }
-  absl::StatusOr<HostPort> metrics =
-      ParseHostPort(options_.metrics_listen, "metrics-listen");
-  if (!metrics.ok()) {
-    StartupFailed(metrics.status().message());
-    return kExitConfigError;
-  }
-  metrics_host_ = metrics->host;
-  metrics_port_ = metrics->port;
-  return kExitOk;
+  if (absl::Status s = LoadAdminToken(); !s.ok()) return s;
+  if (absl::Status s = LoadConfig(); !s.ok()) return s;
+  RestoreState();
+  // Written once now, so that a --state-file whose directory is missing or
+  // read-only is reported (and counted) at start, not at the first override
+  // that would be lost.
+  if (state_saver_ != nullptr) OnStateSaved(state_saver_->Save());
+  if (absl::Status s = StartFleet(); !s.ok()) return s;
+  if (absl::Status s = StartGrpc(); !s.ok()) return s;
+  return StartMetrics();
 }
 
-int ServerRunner::LoadConfig() {
+absl::Status ServerRunner::LoadConfig() {
   std::shared_ptr<const PolicySet> policies;
   std::optional<std::string> content;
   if (options_.config_path.empty()) {
@@ -636,12 +170,11 @@ int ServerRunner::LoadConfig() {
                 {"trigger", "startup"},
                 {"error", parsed.status().message()}});
       if (options_.strict_config) {
-        StartupFailed(absl::StrCat(
+        return absl::InvalidArgumentError(absl::StrCat(
             "config ", options_.config_path,
             " is invalid and --strict-config is set: exiting (without it "
             "breakerd would serve on the last good config or the embedded "
             "defaults)"));
-        return kExitConfigError;
       }
       // A policy typo must not take the pod down: serve on the last good
       // config (or the defaults) and say so loudly until the file is fixed.
@@ -678,7 +211,7 @@ int ServerRunner::LoadConfig() {
         options_.config_path, registry_.get(),
         [this](const ReloadEvent& e) { OnReload(e); }, std::move(content));
   }
-  return kExitOk;
+  return absl::OkStatus();
 }
 
 std::shared_ptr<const PolicySet> ServerRunner::FallbackConfig() {
@@ -725,19 +258,16 @@ void ServerRunner::SaveLastGoodConfig(absl::string_view content) {
   }
 }
 
-int ServerRunner::LoadAdminToken() {
+absl::Status ServerRunner::LoadAdminToken() {
   if (options_.admin_token_file.empty()) {
     LogEvent(
         LogLevel::kInfo, "admin_disabled",
         {{"reason", "no --admin-token-file: every Admin call is refused"}});
-    return kExitOk;
+    return absl::OkStatus();
   }
   absl::StatusOr<std::string> token =
-      ReadTokenFile(options_.admin_token_file, "admin-token-file");
-  if (!token.ok()) {
-    StartupFailed(token.status().message());
-    return kExitConfigError;
-  }
+      ReadSecretFile(options_.admin_token_file, "admin-token-file");
+  if (!token.ok()) return token.status();
   WarnIfSecretFileIsShared(options_.admin_token_file, "admin-token-file");
   admin_token_ = *std::move(token);
   {
@@ -746,13 +276,13 @@ int ServerRunner::LoadAdminToken() {
   }
   LogEvent(LogLevel::kInfo, "admin_enabled",
            {{"token_file", options_.admin_token_file}});
-  return kExitOk;
+  return absl::OkStatus();
 }
 
 void ServerRunner::ReloadAdminToken() {
   MutexLock lock(&token_mu_);
   absl::StatusOr<std::string> token =
-      ReadTokenFile(options_.admin_token_file, "admin-token-file");
+      ReadSecretFile(options_.admin_token_file, "admin-token-file");
   const std::string seen =
       token.ok() ? *token : std::string(token.status().message());
   if (seen == admin_token_seen_) return;
@@ -856,28 +386,17 @@ void ServerRunner::SaveState() {
             {"breakers", static_cast<int64_t>(*saved)}});
 }
 
-int ServerRunner::StartFleet() {
-  if (options_.redis.empty()) return kExitOk;
-  RedisOptions redis;
-  absl::Status s = ParseRedisAddress(options_.redis, &redis);
-  if (s.ok() && !options_.redis_password_file.empty()) {
+absl::Status ServerRunner::StartFleet() {
+  if (options_.redis.empty()) return absl::OkStatus();
+  absl::StatusOr<RedisOptions> redis = FleetRedisOptions(options_);
+  if (!redis.ok()) return redis.status();
+  if (!options_.redis_password_file.empty()) {
     absl::StatusOr<std::string> password =
-        ReadTokenFile(options_.redis_password_file, "redis-password-file");
-    if (password.ok()) {
-      WarnIfSecretFileIsShared(options_.redis_password_file,
-                               "redis-password-file");
-      redis.password = *std::move(password);
-    } else {
-      s = password.status();
-    }
-  }
-  redis.db = options_.redis_db;
-  redis.key_prefix = options_.redis_key_prefix;
-  redis.timeout = options_.redis_timeout;
-  if (s.ok()) s = ValidateRedisOptions(redis);
-  if (!s.ok()) {
-    StartupFailed(s.message());
-    return kExitConfigError;
+        ReadSecretFile(options_.redis_password_file, "redis-password-file");
+    if (!password.ok()) return password.status();
+    WarnIfSecretFileIsShared(options_.redis_password_file,
+                             "redis-password-file");
+    redis->password = *std::move(password);
   }
   FleetOptions fleet;
   char host[256] = {};
@@ -888,38 +407,27 @@ int ServerRunner::StartFleet() {
                    absl::Hex(absl::Uniform<uint32_t>(gen), absl::kZeroPad8));
   LogEvent(LogLevel::kInfo, "fleet_mode",
            {{"redis", options_.redis},
-            {"db", int64_t{redis.db}},
-            {"key_prefix", redis.key_prefix},
+            {"db", int64_t{redis->db}},
+            {"key_prefix", redis->key_prefix},
             {"id", fleet.id}});
   fleet_ = std::make_unique<FleetSync>(
-      registry_.get(), std::make_unique<RedisStore>(std::move(redis)),
+      registry_.get(), std::make_unique<RedisStore>(*std::move(redis)),
       std::move(fleet));
   registry_->SetProbeArbiter(fleet_.get());
   registry_->AddObserver(fleet_.get());
   fleet_->Start();
-  return kExitOk;
+  return absl::OkStatus();
 }
 
-int ServerRunner::StartGrpc() {
+absl::Status ServerRunner::StartGrpc() {
   for (const Listener& l : listeners_) {
-    if (!absl::StartsWith(l.address, "unix:")) continue;
-    if (absl::Status s = PrepareUnixSocket(l.address); !s.ok()) {
-      StartupFailed(s.message());
-      return absl::IsInvalidArgument(s) ? kExitConfigError : kExitRuntimeError;
-    }
+    if (absl::Status s = PrepareUnixSocket(l.address); !s.ok()) return s;
   }
-
   if (!options_.trace_file.empty()) {
-    if (options_.trace_max_bytes <= 0) {
-      StartupFailed("trace-max-bytes: must be positive");
-      return kExitConfigError;
-    }
     absl::StatusOr<std::unique_ptr<TraceWriter>> trace = TraceWriter::Open(
         options_.trace_file, static_cast<uint64_t>(options_.trace_max_bytes));
-    if (!trace.ok()) {
-      StartupFailed(std::string(trace.status().message()));
-      return kExitConfigError;
-    }
+    if (!trace.ok())
+      return absl::InvalidArgumentError(trace.status().message());
     trace_ = *std::move(trace);
   }
   breaker_service_ = std::make_unique<BreakerServiceImpl>(
@@ -937,7 +445,7 @@ int ServerRunner::StartGrpc() {
   // stream. Disabled, gRPC adds none of its own beside it.
   health_service_ = std::make_unique<HealthService>(kMaxHealthWatchStreams);
 
-  TakeDiagnostics();
+  TakeLibraryDiagnostics();
   grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -966,41 +474,26 @@ int ServerRunner::StartGrpc() {
     if (l.selected_port == 0) failed.push_back(l.address);
   }
   if (server_ == nullptr || !failed.empty()) {
-    StartupFailed(absl::StrCat("listen ",
-                               failed.empty()
-                                   ? absl::StrJoin(options_.listen, ",")
-                                   : absl::StrJoin(failed, ","),
-                               ": ", ListenFailureCause(TakeDiagnostics())));
-    return kExitRuntimeError;
+    return absl::UnavailableError(
+        absl::StrCat("listen ",
+                     failed.empty() ? absl::StrJoin(options_.listen, ",")
+                                    : absl::StrJoin(failed, ","),
+                     ": ", ListenFailureCause(TakeLibraryDiagnostics())));
   }
   for (const Listener& l : listeners_) {
-    if (!l.unix_socket || !absl::StartsWith(l.address, "unix:")) continue;
-    if ((options_.unix_socket_mode & 0007) != 0) {
-      LogEvent(LogLevel::kWarn, "unix_socket_permissive",
-               {{"listen", l.address},
-                {"mode", absl::StrFormat("%04o", options_.unix_socket_mode)},
-                {"why",
-                 "any local user may connect and call the Breaker service; "
-                 "prefer 0660 with a shared group"}});
-    }
-    absl::string_view path = l.address;
-    absl::ConsumePrefix(&path, "unix:");
-    if (absl::StartsWith(path, "//")) path.remove_prefix(2);
-    if (chmod(std::string(path).c_str(), options_.unix_socket_mode) != 0) {
-      StartupFailed(
-          absl::StrCat("listen ", l.address, ": chmod ",
-                       absl::StrFormat("%04o", options_.unix_socket_mode), ": ",
-                       ErrnoText(errno)));
-      return kExitRuntimeError;
+    if (absl::Status s =
+            SetUnixSocketMode(l.address, options_.unix_socket_mode);
+        !s.ok()) {
+      return s;
     }
   }
   health_service_->SetServingStatus("breakerd.v1.Breaker", true);
   health_service_->SetServingStatus("breakerd.v1.Admin", true);
   health_service_->SetServingStatus(true);
-  return kExitOk;
+  return absl::OkStatus();
 }
 
-int ServerRunner::StartMetrics() {
+absl::Status ServerRunner::StartMetrics() {
   ProcessStats stats;
   stats.version = options_.version;
   ConfigReloader* reloader = reloader_.get();
@@ -1026,66 +519,29 @@ int ServerRunner::StartMetrics() {
   }
   if (const FleetSync* fleet = fleet_.get(); fleet != nullptr) {
     stats.fleet_connected = [fleet] { return fleet->connected(); };
-    stats.fleet_events = [fleet] {
-      const FleetCounters c = fleet->counters();
-      return std::vector<std::pair<std::string, uint64_t>>{
-          {"published", c.published},  {"publish_failed", c.publish_failures},
-          {"applied", c.applied},      {"duplicate", c.duplicates},
-          {"claim_won", c.claims_won}, {"claim_lost", c.claims_lost},
-          {"connected", c.connects},   {"disconnected", c.disconnects},
-          {"refused", c.refused}};
-    };
+    stats.fleet_counters = [fleet] { return fleet->counters(); };
   }
   collector_ = std::make_shared<RegistryCollector>(
       registry_.get(), stats, options_.metrics_dependency_label);
-  scrape_limiter_ =
-      std::make_unique<ScrapeLimiter>(MonotonicClock::Get(), ScrapeLimits());
-  g_metrics.store(collector_.get(), std::memory_order_release);
-  g_scrape_limiter.store(scrape_limiter_.get(), std::memory_order_release);
-
-  CivetCallbacks callbacks;  // zero-initialized by its constructor
-  callbacks.begin_request = &BeginRequest;
-  callbacks.log_message = &CivetLogToJson;
-  TakeDiagnostics();
-  try {
-    http_server_ = std::make_unique<CivetServer>(
-        std::vector<std::string>{
-            "listening_ports", options_.metrics_listen,  //
-            "num_threads", absl::StrCat(kMetricsWorkers), "request_timeout_ms",
-            absl::StrCat(absl::ToInt64Milliseconds(kMetricsRequestTimeout)),
-            "enable_keep_alive", "no"},
-        &callbacks);
-  } catch (const std::exception& e) {
-    g_metrics.store(nullptr, std::memory_order_release);
-    g_scrape_limiter.store(nullptr, std::memory_order_release);
-    const std::string detail = TakeDiagnostics();
-    LogEvent(LogLevel::kError, "startup_failed",
-             {{"error", absl::StrCat("metrics-listen ", options_.metrics_listen,
-                                     ": ", ListenFailureCause(detail))},
-              {"detail", detail.empty() ? e.what() : detail}});
-    return kExitRuntimeError;
-  }
-  const std::vector<int> ports = http_server_->getListeningPorts();
-  metrics_address_ = absl::StrCat(
-      metrics_host_, ":", ports.empty() ? metrics_port_ : ports.front());
-  return kExitOk;
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> http =
+      HttpEndpoint::Start(options_.metrics_listen, collector_.get());
+  if (!http.ok()) return http.status();
+  http_ = *std::move(http);
+  return absl::OkStatus();
 }
 
 void ServerRunner::LogServing() const {
   std::vector<std::string> grpc_addresses;
-  for (const Listener& l : listeners_) {
-    grpc_addresses.push_back(
-        l.unix_socket ? l.address : absl::StrCat(l.host, ":", l.selected_port));
-  }
+  for (const Listener& l : listeners_) grpc_addresses.push_back(l.Bound());
   LogEvent(LogLevel::kInfo, "serving",
            {{"grpc", absl::StrJoin(grpc_addresses, ",")},
-            {"metrics", metrics_address_},
+            {"metrics", http_->address()},
             {"version", options_.version},
             {"config", registry_->policies()->source}});
 }
 
 void ServerRunner::Shutdown() {
-  g_phase.store(Phase::kShuttingDown, std::memory_order_release);
+  http_->SetPhase(ServingPhase::kShuttingDown);
   LogEvent(LogLevel::kInfo, "shutting_down",
            {{"grace_ms", absl::ToInt64Milliseconds(options_.shutdown_grace)}});
   health_service_->SetServingStatus(false);
@@ -1113,54 +569,8 @@ void ServerRunner::Shutdown() {
   SaveState();
 
   StopSignalThread();
-  StopMetrics();  // /readyz said 503 until the calls drained
+  http_->Stop();  // /readyz said 503 until the calls drained
   LogEvent(LogLevel::kInfo, "stopped");
-}
-
-namespace {
-
-// Opens and closes a TCP connection to host:port, ignoring every error.
-void Poke(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) !=
-      0) {
-    return;
-  }
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    const bool connected = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
-    close(fd);
-    if (connected) break;
-  }
-  freeaddrinfo(res);
-}
-
-}  // namespace
-
-void ServerRunner::StopMetrics() {
-  if (http_server_ == nullptr) return;
-  const std::vector<int> ports = http_server_->getListeningPorts();
-  std::string host(
-      absl::StripSuffix(absl::StripPrefix(metrics_host_, "["), "]"));
-  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
-  if (host == "::") host = "::1";
-  std::atomic<bool> stopped{false};
-  std::thread stopper([&] {
-    http_server_.reset();
-    stopped.store(true);
-  });
-  // civetweb sees its stop flag only when its accept loop wakes up, which
-  // without traffic is at a 2 s poll timeout; a connection wakes it now.
-  while (!stopped.load()) {
-    for (int port : ports) Poke(host, port);
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  stopper.join();
-  g_metrics.store(nullptr, std::memory_order_release);
-  g_scrape_limiter.store(nullptr, std::memory_order_release);
 }
 
 void ServerRunner::SignalLoop() {

@@ -30,7 +30,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/engine/mutex.h"
-#include "server/metrics/dependency_label.h"
+#include "server/listeners.h"
+#include "server/server_options.h"
 #include "server/service/call_tracker.h"
 #include "server/service/rpc_stats.h"
 #include "server/service/trace_writer.h"
@@ -38,7 +39,6 @@
 namespace grpc {
 class Server;
 }  // namespace grpc
-class CivetServer;
 
 namespace breakerd {
 
@@ -46,13 +46,13 @@ class AdminServiceImpl;
 class BreakerServiceImpl;
 class ConfigReloader;
 class FleetSync;
+class HttpEndpoint;
 class HealthService;
 struct PolicySet;
 struct ReloadEvent;
 class Registry;
 class StateSaver;
 class RegistryCollector;
-class ScrapeLimiter;
 class TransitionLogger;
 class ReadLimiter;
 class WatchHub;
@@ -64,28 +64,6 @@ inline constexpr absl::Duration kStateSaveInterval = absl::Seconds(1);
 // The last config applied, kept beside --state-file for a start on an
 // invalid --config.
 inline constexpr absl::string_view kLastGoodConfigSuffix = ".last-good-config";
-
-// The HTTP endpoint (civetweb) gives each connection a worker thread of its
-// own for as long as the request takes to arrive and be answered. A peer
-// holding connections open without sending a request (idle, or trickling
-// headers: slowloris) ties one worker each for at most
-// kMetricsRequestTimeout (the bound is on the whole request header, not on
-// each read, and also on each stalled write of an answer). With fewer than
-// kMetricsWorkers such connections a probe finds a free worker at once;
-// with more it waits for one to time out (SECURITY.md). Keep-alive is off:
-// an answered connection frees its worker.
-inline constexpr int kMetricsWorkers = 64;
-inline constexpr absl::Duration kMetricsRequestTimeout =
-    absl::Milliseconds(1000);
-
-// What /metrics scrapes may cost, whoever sends them: ScrapeLimits'
-// defaults (at most 2 rendered at once, 10,000 breakers read per second in
-// bursts of 20,000; beyond either, 503 with Retry-After), each scrape
-// streaming the exposition in pieces of kExpositionChunkBytes (HTTP/1.1
-// chunked). A scrape still unfinished after kScrapeDeadline is cut at its
-// next piece (with HTTP/1.1 the client sees an incomplete answer), so a
-// slow reader holds a slot for a bounded time. SECURITY.md states each.
-inline constexpr absl::Duration kScrapeDeadline = absl::Seconds(10);
 
 // Most HTTP/2 streams (calls in progress) one gRPC connection may carry at
 // once (GRPC_ARG_MAX_CONCURRENT_STREAMS, advertised in the connection's
@@ -101,96 +79,10 @@ inline constexpr absl::Duration kAuthFailureLogInterval = absl::Seconds(1);
 // state_save_failed line per this interval.
 inline constexpr absl::Duration kStateSaveFailureLogInterval = absl::Minutes(1);
 
-// A token file starting with this is refused: the example overlays'
-// secretGenerator ships "REPLACE-ME-example-placeholder" in public.
-inline constexpr absl::string_view kPlaceholderTokenPrefix = "REPLACE-ME";
-
-// Process exit codes.
-inline constexpr int kExitOk = 0;            // clean shutdown
-inline constexpr int kExitRuntimeError = 1;  // cannot bind or start a server
-inline constexpr int kExitConfigError = 2;   // bad flags, config or token file
-
-struct ServerOptions {
-  // YAML policy file. Empty: the embedded defaults apply and SIGHUP has
-  // nothing to reload.
-  std::string config_path;
-  // An invalid config_path at start: false (default) runs on the last good
-  // config (kept beside state_file) or the embedded defaults, with
-  // breakerd_config_valid 0; true exits with kExitConfigError.
-  bool strict_config = false;
-  // gRPC listen addresses: "host:port" (IPv6 as "[::1]:port") or
-  // "unix:/path/to.sock". Port 0 picks a free port. Must not be empty.
-  std::vector<std::string> listen = {"127.0.0.1:50051"};
-  // HTTP address for /metrics, /healthz and /readyz ("host:port"; port 0
-  // picks a free port).
-  std::string metrics_listen = "0.0.0.0:9464";
-  // What /metrics puts in the dependency label: the name (default), its
-  // hash, or nothing (sums over every dependency); families.h.
-  DependencyLabel metrics_dependency_label = DependencyLabel::kName;
-  // File holding the Admin bearer token (surrounding whitespace trimmed; an
-  // empty token is an error). Empty path: the Admin service refuses every
-  // call.
-  std::string admin_token_file;
-  // How often the config file is checked for changes; zero disables polling
-  // (SIGHUP still reloads).
-  absl::Duration config_poll_interval = absl::Seconds(2);
-  // How often idle breakers are evicted; zero disables eviction.
-  absl::Duration evict_interval = absl::Seconds(30);
-  // How long in-flight calls may run after SIGTERM before they are cancelled.
-  absl::Duration shutdown_grace = absl::Seconds(10);
-  // Where accepted Reports are traced (JSON Lines); empty: no trace.
-  std::string trace_file;
-  // Bound on the trace file's size, in bytes (fits the 16Mi emptyDir of
-  // the Kubernetes manifests).
-  int64_t trace_max_bytes = int64_t{8} << 20;
-  // Reported in the serving line and breakerd_build_info.
-  std::string version = "dev";
-  // Where breakers that are not plain closed are written on shutdown (and
-  // whenever an operator override changes) and read back on start; the last
-  // good config is kept beside it (state_file + kLastGoodConfigSuffix).
-  // Empty: none.
-  std::string state_file;
-  // Open entries of the state file whose cooldown ended longer ago than
-  // this are skipped.
-  absl::Duration state_stale_after = absl::Minutes(10);
-  // Largest request message accepted, in bytes (a bigger one is refused
-  // with RESOURCE_EXHAUSTED naming the limit). The largest legitimate
-  // request (a Watch naming 64 dependencies of 200 bytes) is ~13 KiB.
-  int max_message_bytes = 64 << 10;
-  // Most concurrent Watch streams, and most transitions queued for one
-  // stream before it is ended as too slow (RESOURCE_EXHAUSTED).
-  int max_watch_streams = 1024;
-  int watch_queue = 1024;
-  // Breakers read per second by ListStates and Watch of every dependency
-  // (ReadLimiter).
-  int read_all_breakers_per_second = 50000;
-  // Permission bits given to unix-socket listeners once bound: owner and
-  // group may connect (the application's container shares the group).
-  uint32_t unix_socket_mode = 0660;
-  // Fleet mode: "host:port" of the Redis shared by the fleet; empty: off.
-  std::string redis;
-  // File holding the Redis password (trimmed); empty: no AUTH.
-  std::string redis_password_file;
-  int redis_db = 0;
-  std::string redis_key_prefix = "breakerd:";
-  // Connect and per-command timeout of every Redis call.
-  absl::Duration redis_timeout = absl::Milliseconds(50);
-};
-
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread. main() calls it
 // before anything starts a thread, so every thread inherits the mask and the
 // runner's signal thread receives them through sigwait.
 void BlockShutdownSignals();
-
-// A "host:port" address split in two; the host keeps IPv6 brackets.
-// INVALID_ARGUMENT (naming `flag`) for a missing host or a port outside
-// 0..65535.
-struct HostPort {
-  std::string host;
-  int port = 0;
-};
-absl::StatusOr<HostPort> ParseHostPort(absl::string_view address,
-                                       absl::string_view flag);
 
 class ServerRunner {
  public:
@@ -212,17 +104,10 @@ class ServerRunner {
   void RequestShutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // One --listen entry.
-  struct Listener {
-    std::string address;  // as given
-    bool unix_socket = false;
-    std::string host;       // TCP only, brackets kept for IPv6
-    int selected_port = 0;  // filled by gRPC at BuildAndStart
-  };
-
-  // Startup steps; each returns kExitOk or the exit code to stop with.
-  int ParseAddresses();
-  int LoadConfig();
+  // Startup, in order: ValidateServerOptions, then each step below. The
+  // first error stops it (Run logs it and maps it to the exit code).
+  absl::Status Start();
+  absl::Status LoadConfig();
   // An invalid --config at start (not strict): the last good config, else
   // the embedded defaults.
   std::shared_ptr<const PolicySet> FallbackConfig();
@@ -230,7 +115,7 @@ class ServerRunner {
   void OnReload(const ReloadEvent& e);
   // Keeps a copy of an applied config beside --state-file.
   void SaveLastGoodConfig(absl::string_view content);
-  int LoadAdminToken();
+  absl::Status LoadAdminToken();
   // Re-reads --admin-token-file; a changed valid token replaces the old one
   // (a rotated Secret), a bad file is logged once and the old token stays.
   void ReloadAdminToken();
@@ -248,17 +133,15 @@ class ServerRunner {
       ABSL_LOCKS_EXCLUDED(state_log_mu_);
   // Fleet mode (--redis): the store's thread starts connecting; serving
   // does not wait for it.
-  int StartFleet();
+  absl::Status StartFleet();
   // --state-file: breakers restored before serving; written at shutdown.
   void RestoreState();
   void SaveState();
-  int StartGrpc();
-  int StartMetrics();
+  absl::Status StartGrpc();
+  absl::Status StartMetrics();
   void LogServing() const;
 
   void Shutdown();
-  // Stops the metrics HTTP server without waiting out civetweb's poll.
-  void StopMetrics();
   void SignalLoop();
   void MaintenanceLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Tells the maintenance thread to stop, wakes it and joins it; nothing if
@@ -295,9 +178,6 @@ class ServerRunner {
   // --state-file: rewritten when an override changes; null without it.
   std::unique_ptr<StateSaver> state_saver_;
   std::vector<Listener> listeners_;
-  std::string metrics_host_;     // from --metrics-listen
-  int metrics_port_ = 0;         // as given (0: any)
-  std::string metrics_address_;  // host with the bound port
   std::unique_ptr<TransitionLogger> transition_logger_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<ReadLimiter> read_limiter_;
@@ -311,9 +191,8 @@ class ServerRunner {
   std::unique_ptr<HealthService> health_service_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<RegistryCollector> collector_;
-  std::unique_ptr<ScrapeLimiter> scrape_limiter_;
-  // civetweb serving /metrics, /healthz and /readyz.
-  std::unique_ptr<CivetServer> http_server_;
+  // /metrics, /healthz and /readyz.
+  std::unique_ptr<HttpEndpoint> http_;
   std::thread signal_thread_;
   std::thread maintenance_thread_;
 

@@ -53,6 +53,7 @@
 #include "absl/time/time.h"
 #include "server/engine/mutex.h"
 #include "server/engine/registry.h"
+#include "server/fleet/fleet_counters.h"
 #include "server/fleet/fleet_store.h"
 
 namespace breakerd {
@@ -80,20 +81,6 @@ struct FleetOptions {
   // At most one fleet_message_refused and one fleet_apply_failed line per
   // interval; the rest are counted in the next line's "suppressed".
   absl::Duration log_interval = absl::Seconds(1);
-};
-
-// Counters since start (breakerd_fleet_events_total{event}).
-struct FleetCounters {
-  uint64_t published = 0;
-  uint64_t publish_failures = 0;
-  uint64_t applied = 0;
-  uint64_t duplicates = 0;
-  uint64_t claims_won = 0;
-  uint64_t claims_lost = 0;
-  uint64_t connects = 0;
-  uint64_t disconnects = 0;
-  // Messages refused: malformed, out of range, or an implausible version.
-  uint64_t refused = 0;
 };
 
 class FleetSync final : public TransitionObserver, public ProbeArbiter {

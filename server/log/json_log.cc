@@ -1,6 +1,7 @@
 #include "server/log/json_log.h"
 
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -73,6 +74,12 @@ size_t Utf8SequenceLength(absl::string_view s, size_t i) {
 }
 
 }  // namespace
+
+std::string ErrnoText(int err) {
+  char buf[256];
+  // GNU strerror_r returns the message (possibly not in buf).
+  return std::string(strerror_r(err, buf, sizeof(buf)));
+}
 
 absl::string_view LogLevelName(LogLevel level) {
   switch (level) {

@@ -65,6 +65,10 @@ class LogField {
 // U+FFFD, so the line is always valid JSON whatever the input.
 void AppendJsonString(absl::string_view text, std::string* out);
 
+// The text of errno value `err` (thread-safe strerror), for the error
+// fields of log lines and the messages of errors that are logged.
+std::string ErrnoText(int err);
+
 // Formats one line (with the trailing '\n') for wall-clock instant `ts`.
 std::string FormatLogLine(absl::Time ts, LogLevel level,
                           absl::string_view event,

@@ -260,7 +260,7 @@ bool FamilyExported(FamilyId id, const ProcessStats& stats,
     case FamilyId::kFleetConnected:
       return static_cast<bool>(stats.fleet_connected);
     case FamilyId::kFleetEvents:
-      return static_cast<bool>(stats.fleet_events);
+      return static_cast<bool>(stats.fleet_counters);
     case FamilyId::kAdminAuthFailures:
       return static_cast<bool>(stats.admin_auth_failures);
     case FamilyId::kStateSaveFailures:
@@ -305,8 +305,15 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
     sink->AddSample(FamilyId::kFleetConnected, {},
                     stats.fleet_connected() ? 1 : 0);
   }
-  if (Has(families, FamilyId::kFleetEvents) && stats.fleet_events) {
-    for (const auto& [event, count] : stats.fleet_events()) {
+  if (Has(families, FamilyId::kFleetEvents) && stats.fleet_counters) {
+    const FleetCounters c = stats.fleet_counters();
+    const std::pair<const char*, uint64_t> events[] = {
+        {"published", c.published},  {"publish_failed", c.publish_failures},
+        {"applied", c.applied},      {"duplicate", c.duplicates},
+        {"claim_won", c.claims_won}, {"claim_lost", c.claims_lost},
+        {"connected", c.connects},   {"disconnected", c.disconnects},
+        {"refused", c.refused}};
+    for (const auto& [event, count] : events) {
       sink->AddCount(FamilyId::kFleetEvents, {event}, count);
     }
   }

@@ -58,6 +58,7 @@
 #include "absl/types/span.h"
 #include "server/engine/registry.h"
 #include "server/engine/types.h"
+#include "server/fleet/fleet_counters.h"
 #include "server/metrics/dependency_label.h"
 #include "server/service/rpc_method_stats.h"
 
@@ -87,7 +88,7 @@ struct ProcessStats {
   // (breakerd_fleet_connected), and event counts
   // (breakerd_fleet_events_total{event}).
   std::function<bool()> fleet_connected;
-  std::function<std::vector<std::pair<std::string, uint64_t>>()> fleet_events;
+  std::function<FleetCounters()> fleet_counters;
   // Admin calls refused as unauthenticated since start
   // (breakerd_admin_auth_failures_total); unset: the family is absent.
   std::function<uint64_t()> admin_auth_failures;

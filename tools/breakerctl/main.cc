@@ -36,6 +36,8 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "server/cli/flag_help.h"
+#include "server/cli/secret_file.h"
 #include "server/engine/registry.h"
 #include "server/metrics/dependency_label.h"
 #include "tools/breakerctl/format.h"
@@ -100,11 +102,7 @@ Exit codes: 0 success, 1 the call failed (the gRPC status code name and
 message are printed on stderr), 2 usage error.
 )";
 
-struct FlagDoc {
-  const char* name;  // as defined (underscores)
-  const char* value;
-};
-constexpr FlagDoc kFlagDocs[] = {
+constexpr ::breakerd::FlagDoc kFlagDocs[] = {
     {"target", "ADDR"}, {"token", "TOKEN"},      {"token_file", "PATH"},
     {"json", ""},       {"timeout", "DURATION"}, {"config", "PATH"},
     {"trace", "PATH"},
@@ -112,15 +110,7 @@ constexpr FlagDoc kFlagDocs[] = {
 
 void PrintHelp(std::ostream& out) {
   out << kUsage << "\nFlags:\n";
-  for (const FlagDoc& doc : kFlagDocs) {
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(doc.name);
-    if (flag == nullptr) continue;
-    const std::string dashed = absl::StrReplaceAll(flag->Name(), {{"_", "-"}});
-    out << "  --" << dashed << (doc.value[0] ? "=" : "") << doc.value << "\n"
-        << "      " << flag->Help() << "\n";
-    const std::string def = flag->DefaultValue();
-    out << "      default: " << (def.empty() ? "(none)" : def) << "\n";
-  }
+  PrintFlags(out, kFlagDocs);
   out << "  --help\n      this text\n";
 }
 
@@ -130,10 +120,7 @@ struct Args {
 };
 
 bool IsOurFlag(absl::string_view name) {
-  for (const FlagDoc& doc : kFlagDocs) {
-    if (name == doc.name) return true;
-  }
-  return false;
+  return IsDocumentedFlag(kFlagDocs, name);
 }
 
 // Sets our flags from argv; everything else is positional. Never exits.
@@ -315,21 +302,8 @@ absl::StatusOr<std::string> ReadToken() {
   if (!token.empty() && !file.empty()) {
     return absl::InvalidArgumentError("give --token or --token-file, not both");
   }
-  if (!file.empty()) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot read --token-file ", file));
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string trimmed(absl::StripAsciiWhitespace(ss.str()));
-    if (trimmed.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--token-file ", file, " is empty"));
-    }
-    return trimmed;
-  }
+  // The same rules as breakerd's --admin-token-file.
+  if (!file.empty()) return ReadSecretFile(file, "--token-file");
   return token;  // may be empty: the server answers UNAUTHENTICATED
 }
 

@@ -1,0 +1,98 @@
+#include "server/cli/secret_file.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/log/json_log.h"
+
+namespace breakerd {
+namespace {
+
+// True if this process is in group `gid` (effective or supplementary).
+bool InOwnGroups(gid_t gid) {
+  if (gid == getegid()) return true;
+  const int n = getgroups(0, nullptr);
+  if (n <= 0) return false;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  const int got = getgroups(n, groups.data());
+  return got > 0 && std::find(groups.begin(), groups.begin() + got, gid) !=
+                        groups.begin() + got;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
+                                           absl::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        flag, " ", path, ": cannot open (", ErrnoText(errno), ")"));
+  }
+  std::string content;
+  content.assign(std::istreambuf_iterator<char>(in),
+                 std::istreambuf_iterator<char>());
+  if (in.bad()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(flag, " ", path, ": read error"));
+  }
+  const absl::string_view token = absl::StripAsciiWhitespace(content);
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", path,
+        ": the file is empty; put the secret in it or drop the flag"));
+  }
+  if (token.size() > kMaxSecretBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", path, ": token longer than ", kMaxSecretBytes, " bytes"));
+  }
+  for (char c : token) {
+    if (c < 0x21 || c > 0x7E) {
+      // Never echo the token itself.
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " ", path,
+          ": the token must be printable ASCII without spaces (it is sent "
+          "as `authorization: Bearer <token>`)"));
+    }
+  }
+  // The example overlays' secretGenerator ships this placeholder in public:
+  // a cluster running with it has an Admin token anyone can read.
+  if (absl::StartsWith(token, kPlaceholderTokenPrefix)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", path, ": holds the example's public placeholder (",
+        kPlaceholderTokenPrefix,
+        "...); create the Secret with a secret of your own and delete the "
+        "example's secretGenerator"));
+  }
+  return std::string(token);
+}
+
+void WarnIfSecretFileIsShared(const std::string& path, absl::string_view flag) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return;
+  const bool shared = (st.st_mode & 0027) != 0 ||
+                      ((st.st_mode & 0040) != 0 && !InOwnGroups(st.st_gid));
+  if (!shared) return;
+  LogEvent(LogLevel::kWarn, "secret_file_permissive",
+           {{"flag", flag},
+            {"path", path},
+            {"mode", absl::StrFormat("%04o", st.st_mode & 07777)},
+            {"gid", static_cast<int64_t>(st.st_gid)},
+            {"why",
+             "other users may read or write it; make it 0400 or 0600, or "
+             "0440 with breakerd's own group (Kubernetes: the Secret "
+             "volume's defaultMode 0400 and the pod's fsGroup)"}});
+}
+
+}  // namespace breakerd

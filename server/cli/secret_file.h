@@ -1,0 +1,43 @@
+// Secret files: the Admin bearer token and the Redis password that breakerd
+// reads (--admin-token-file, --redis-password-file), and the token file
+// breakerctl sends (--token-file). One reader, so the two binaries accept
+// exactly the same files.
+#ifndef BREAKERD_SERVER_CLI_SECRET_FILE_H_
+#define BREAKERD_SERVER_CLI_SECRET_FILE_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace breakerd {
+
+// Longest secret accepted, in bytes (after trimming).
+inline constexpr size_t kMaxSecretBytes = 4096;
+
+// A secret starting with this is refused: the example overlays'
+// secretGenerator ships "REPLACE-ME-example-placeholder" in public.
+inline constexpr absl::string_view kPlaceholderTokenPrefix = "REPLACE-ME";
+
+// The secret in the file at `path`, surrounding whitespace trimmed.
+// FAILED_PRECONDITION if the file cannot be opened or read; INVALID_ARGUMENT
+// if it is empty, longer than kMaxSecretBytes, holds a byte that is not
+// printable ASCII or a space (it is sent as `authorization: Bearer <token>`),
+// or holds the example's placeholder. Every message starts with
+// "<flag> <path>: " and never contains the secret.
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
+                                           absl::string_view flag);
+
+// Logs "secret_file_permissive" (warn) if the file at `path` (symlinks
+// followed, as a Kubernetes Secret volume is mounted) may be read or written
+// by others than this process: any "other" bit, group write, or group read
+// by a group this process is not in. Group read by the process's own group
+// is how Kubernetes gives a non-root container its Secret (defaultMode 0400
+// with the pod's fsGroup makes the file 0440, group fsGroup), so that is
+// not warned about.
+void WarnIfSecretFileIsShared(const std::string& path, absl::string_view flag);
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_CLI_SECRET_FILE_H_

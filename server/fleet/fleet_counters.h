@@ -1,0 +1,26 @@
+// What a fleet sidecar counts (FleetSync::counters()), in a header of its
+// own: the metrics layer reads it without linking the fleet.
+#ifndef BREAKERD_SERVER_FLEET_FLEET_COUNTERS_H_
+#define BREAKERD_SERVER_FLEET_FLEET_COUNTERS_H_
+
+#include <cstdint>
+
+namespace breakerd {
+
+// Counters since start (breakerd_fleet_events_total{event}).
+struct FleetCounters {
+  uint64_t published = 0;
+  uint64_t publish_failures = 0;
+  uint64_t applied = 0;
+  uint64_t duplicates = 0;
+  uint64_t claims_won = 0;
+  uint64_t claims_lost = 0;
+  uint64_t connects = 0;
+  uint64_t disconnects = 0;
+  // Messages refused: malformed, out of range, or an implausible version.
+  uint64_t refused = 0;
+};
+
+}  // namespace breakerd
+
+#endif  // BREAKERD_SERVER_FLEET_FLEET_COUNTERS_H_
