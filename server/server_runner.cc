@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
+#include "server/admin_token.h"
 #include "server/cli/secret_file.h"
 #include "server/config/config.h"
 #include "server/engine/clock.h"
@@ -31,8 +32,8 @@
 #include "server/service/breaker_service.h"
 #include "server/service/health_service.h"
 #include "server/service/watch_hub.h"
-#include "server/state/state_file.h"
-#include "server/state/state_saver.h"
+#include "server/startup_config.h"
+#include "server/state/state_keeper.h"
 
 namespace breakerd {
 namespace {
@@ -44,26 +45,6 @@ sigset_t ShutdownSignals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   return set;
-}
-
-std::string LastGoodConfigPath(const std::string& state_file) {
-  return state_file.empty() ? std::string()
-                            : absl::StrCat(state_file, kLastGoodConfigSuffix);
-}
-
-void LogReload(const ReloadEvent& e) {
-  if (e.ok) {
-    LogEvent(LogLevel::kInfo, "config_reloaded",
-             {{"source", e.source},
-              {"trigger", e.trigger},
-              {"policies", e.policies}});
-  } else {
-    LogEvent(LogLevel::kError, "config_rejected",
-             {{"source", e.source},
-              {"trigger", e.trigger},
-              {"error", e.error},
-              {"policies_in_force", e.policies}});
-  }
 }
 
 }  // namespace
@@ -137,61 +118,25 @@ absl::Status ServerRunner::Start() {
   for (const std::string& address : options_.listen) {
     listeners_.push_back(*ParseListener(address));  // valid: checked above
   }
-  if (absl::Status s = LoadAdminToken(); !s.ok()) return s;
+  if (absl::Status s = admin_token_.Load(); !s.ok()) return s;
   if (absl::Status s = LoadConfig(); !s.ok()) return s;
-  RestoreState();
-  // Written once now, so that a --state-file whose directory is missing or
-  // read-only is reported (and counted) at start, not at the first override
-  // that would be lost.
-  if (state_saver_ != nullptr) OnStateSaved(state_saver_->Save());
+  if (!options_.state_file.empty()) {
+    state_ = std::make_unique<StateKeeper>(registry_.get(), options_.state_file,
+                                           options_.state_stale_after);
+  }
   if (absl::Status s = StartFleet(); !s.ok()) return s;
   if (absl::Status s = StartGrpc(); !s.ok()) return s;
   return StartMetrics();
 }
 
 absl::Status ServerRunner::LoadConfig() {
-  std::shared_ptr<const PolicySet> policies;
-  std::optional<std::string> content;
-  if (options_.config_path.empty()) {
-    policies = EmbeddedDefaults();
-  } else {
-    absl::StatusOr<std::string> text = ReadConfigFile(options_.config_path);
-    absl::StatusOr<std::shared_ptr<const PolicySet>> parsed =
-        text.ok()
-            ? ParseConfig(*text, options_.config_path)
-            : absl::StatusOr<std::shared_ptr<const PolicySet>>(text.status());
-    if (text.ok()) content = *text;
-    if (parsed.ok()) {
-      policies = *std::move(parsed);
-      SaveLastGoodConfig(*content);
-    } else {
-      LogEvent(LogLevel::kError, "config_rejected",
-               {{"source", options_.config_path},
-                {"trigger", "startup"},
-                {"error", parsed.status().message()}});
-      if (options_.strict_config) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "config ", options_.config_path,
-            " is invalid and --strict-config is set: exiting (without it "
-            "breakerd would serve on the last good config or the embedded "
-            "defaults)"));
-      }
-      // A policy typo must not take the pod down: serve on the last good
-      // config (or the defaults) and say so loudly until the file is fixed.
-      config_valid_.store(false, std::memory_order_relaxed);
-      policies = FallbackConfig();
-    }
-  }
-  LogEvent(
-      LogLevel::kInfo, "config_loaded",
-      {{"source", policies->source},
-       {"valid", config_valid_.load(std::memory_order_relaxed)},
-       {"policies", policies->policies.size()},
-       {"max_breakers", policies->limits.max_breakers},
-       {"idle_ttl_ms", absl::ToInt64Milliseconds(policies->limits.idle_ttl)}});
-
+  absl::StatusOr<StartupConfig> config = LoadStartupConfig(
+      options_.config_path, options_.strict_config, options_.state_file);
+  if (!config.ok()) return config.status();
+  config_valid_.store(config->valid, std::memory_order_relaxed);
   transition_logger_ = std::make_unique<TransitionLogger>();
-  registry_ = std::make_unique<Registry>(policies, MonotonicClock::Get());
+  registry_ =
+      std::make_unique<Registry>(config->policies, MonotonicClock::Get());
   read_limiter_ = std::make_unique<ReadLimiter>(
       MonotonicClock::Get(), options_.read_all_breakers_per_second);
   watch_hub_ = std::make_unique<WatchHub>(
@@ -199,191 +144,19 @@ absl::Status ServerRunner::LoadConfig() {
       static_cast<size_t>(options_.watch_queue), read_limiter_.get());
   registry_->AddObserver(transition_logger_.get());
   registry_->AddObserver(watch_hub_.get());
-  if (!options_.state_file.empty()) {
-    state_saver_ =
-        std::make_unique<StateSaver>(registry_.get(), options_.state_file);
-    registry_->AddObserver(state_saver_.get());
-  }
   if (!options_.config_path.empty()) {
-    // The content read counts as seen, valid or not: an invalid file is
-    // reported once, and tried again as soon as it changes.
     reloader_ = std::make_unique<ConfigReloader>(
         options_.config_path, registry_.get(),
-        [this](const ReloadEvent& e) { OnReload(e); }, std::move(content));
+        [this](const ReloadEvent& e) { OnReload(e); },
+        std::move(config->content));
   }
   return absl::OkStatus();
-}
-
-std::shared_ptr<const PolicySet> ServerRunner::FallbackConfig() {
-  const std::string last_good = LastGoodConfigPath(options_.state_file);
-  if (!last_good.empty()) {
-    absl::StatusOr<std::shared_ptr<const PolicySet>> saved =
-        LoadConfigFile(last_good);
-    if (saved.ok()) {
-      LogEvent(LogLevel::kError, "config_fallback",
-               {{"source", options_.config_path},
-                {"using", last_good},
-                {"reason",
-                 "the config file is invalid; serving on the last "
-                 "good config until it is fixed"}});
-      return *std::move(saved);
-    }
-    if (!absl::IsNotFound(saved.status())) {
-      LogEvent(LogLevel::kWarn, "last_good_config_skipped",
-               {{"path", last_good}, {"error", saved.status().message()}});
-    }
-  }
-  LogEvent(LogLevel::kError, "config_fallback",
-           {{"source", options_.config_path},
-            {"using", "embedded defaults"},
-            {"reason",
-             "the config file is invalid and no last good config is "
-             "kept; serving on the embedded defaults until it is "
-             "fixed"}});
-  return EmbeddedDefaults();
 }
 
 void ServerRunner::OnReload(const ReloadEvent& e) {
   LogReload(e);
   config_valid_.store(e.ok, std::memory_order_relaxed);
-  if (e.ok) SaveLastGoodConfig(e.content);
-}
-
-void ServerRunner::SaveLastGoodConfig(absl::string_view content) {
-  const std::string path = LastGoodConfigPath(options_.state_file);
-  if (path.empty()) return;
-  if (absl::Status s = WriteFileAtomically(path, content); !s.ok()) {
-    LogEvent(LogLevel::kWarn, "last_good_config_not_saved",
-             {{"path", path}, {"error", s.message()}});
-  }
-}
-
-absl::Status ServerRunner::LoadAdminToken() {
-  if (options_.admin_token_file.empty()) {
-    LogEvent(
-        LogLevel::kInfo, "admin_disabled",
-        {{"reason", "no --admin-token-file: every Admin call is refused"}});
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::string> token =
-      ReadSecretFile(options_.admin_token_file, "admin-token-file");
-  if (!token.ok()) return token.status();
-  WarnIfSecretFileIsShared(options_.admin_token_file, "admin-token-file");
-  admin_token_ = *std::move(token);
-  {
-    MutexLock lock(&token_mu_);
-    admin_token_seen_ = *admin_token_;
-  }
-  LogEvent(LogLevel::kInfo, "admin_enabled",
-           {{"token_file", options_.admin_token_file}});
-  return absl::OkStatus();
-}
-
-void ServerRunner::ReloadAdminToken() {
-  MutexLock lock(&token_mu_);
-  absl::StatusOr<std::string> token =
-      ReadSecretFile(options_.admin_token_file, "admin-token-file");
-  const std::string seen =
-      token.ok() ? *token : std::string(token.status().message());
-  if (seen == admin_token_seen_) return;
-  admin_token_seen_ = seen;
-  if (!token.ok()) {
-    LogEvent(
-        LogLevel::kError, "admin_token_rejected",
-        {{"error", token.status().message()}, {"kept", "the token in force"}});
-    return;
-  }
-  admin_service_->SetToken(*token);
-  LogEvent(LogLevel::kInfo, "admin_token_reloaded",
-           {{"token_file", options_.admin_token_file}});
-}
-
-void ServerRunner::OnAdminAuthFailure(absl::string_view reason) {
-  const int64_t now = registry_->clock()->NowNanos();
-  MutexLock lock(&auth_log_mu_);
-  ++auth_failures_unlogged_;
-  if (auth_failures_logged_once_ &&
-      now - auth_log_last_nanos_ <
-          absl::ToInt64Nanoseconds(kAuthFailureLogInterval)) {
-    return;
-  }
-  // One line per interval at most, counting every failure since the last
-  // line: a guessing client cannot flood the log.
-  LogEvent(LogLevel::kWarn, "admin_auth_failed",
-           {{"failures", static_cast<int64_t>(auth_failures_unlogged_)},
-            {"last_reason", reason},
-            {"total", static_cast<int64_t>(admin_service_->auth_failures())}});
-  auth_failures_unlogged_ = 0;
-  auth_log_last_nanos_ = now;
-  auth_failures_logged_once_ = true;
-}
-
-void ServerRunner::PersistState() {
-  if (state_saver_ == nullptr) return;
-  OnStateSaved(state_saver_->SaveIfStale());
-}
-
-void ServerRunner::OnStateSaved(const absl::StatusOr<size_t>& saved) {
-  MutexLock lock(&state_log_mu_);
-  if (saved.ok()) {
-    if (state_failing_) {
-      LogEvent(LogLevel::kInfo, "state_save_recovered",
-               {{"path", options_.state_file},
-                {"failures", static_cast<int64_t>(state_failures_unlogged_)}});
-    }
-    state_failing_ = false;
-    state_failures_unlogged_ = 0;
-    return;
-  }
-  state_save_failures_.fetch_add(1, std::memory_order_relaxed);
-  ++state_failures_unlogged_;
-  const int64_t now = MonotonicClock::Get()->NowNanos();
-  if (state_failing_ &&
-      now - state_log_last_nanos_ <
-          absl::ToInt64Nanoseconds(kStateSaveFailureLogInterval)) {
-    return;
-  }
-  LogEvent(LogLevel::kError, "state_save_failed",
-           {{"path", options_.state_file},
-            {"error", saved.status().message()},
-            {"failures", static_cast<int64_t>(state_failures_unlogged_)},
-            {"why",
-             "open breakers and operator overrides will not survive a "
-             "restart until a write works (tried again every second)"}});
-  state_failing_ = true;
-  state_failures_unlogged_ = 0;
-  state_log_last_nanos_ = now;
-}
-
-void ServerRunner::RestoreState() {
-  if (options_.state_file.empty()) return;
-  absl::StatusOr<std::vector<SavedBreaker>> saved =
-      ReadStateFile(options_.state_file);
-  if (!saved.ok()) {
-    // Never fatal: start fresh.
-    LogEvent(
-        absl::IsNotFound(saved.status()) ? LogLevel::kInfo : LogLevel::kWarn,
-        "state_file_skipped",
-        {{"path", options_.state_file}, {"error", saved.status().message()}});
-    return;
-  }
-  const RestoreStats stats = breakerd::RestoreState(
-      registry_.get(), *saved, absl::Now(), options_.state_stale_after);
-  LogEvent(LogLevel::kInfo, "state_restored",
-           {{"path", options_.state_file},
-            {"restored", int64_t{stats.restored}},
-            {"skipped_stale", int64_t{stats.skipped_stale}},
-            {"failed", int64_t{stats.failed}}});
-}
-
-void ServerRunner::SaveState() {
-  if (state_saver_ == nullptr) return;
-  absl::StatusOr<size_t> saved = state_saver_->Save();
-  OnStateSaved(saved);
-  if (!saved.ok()) return;
-  LogEvent(LogLevel::kInfo, "state_saved",
-           {{"path", options_.state_file},
-            {"breakers", static_cast<int64_t>(*saved)}});
+  if (e.ok) SaveLastGoodConfig(options_.state_file, e.content);
 }
 
 absl::Status ServerRunner::StartFleet() {
@@ -435,11 +208,15 @@ absl::Status ServerRunner::StartGrpc() {
       trace_.get(), read_limiter_.get());
   // Admin calls are in flight for the shutdown's drain too.
   admin_service_ = std::make_unique<AdminServiceImpl>(
-      registry_.get(), admin_token_, &rpc_stats_, &call_tracker_);
-  // An override is on disk before the operator hears it took.
-  admin_service_->SetAfterOverride([this] { PersistState(); });
-  admin_service_->SetOnAuthFailure(
-      [this](absl::string_view reason) { OnAdminAuthFailure(reason); });
+      registry_.get(), admin_token_.initial(), &rpc_stats_, &call_tracker_);
+  if (state_ != nullptr) {
+    // An override is on disk before the operator hears it took.
+    admin_service_->SetAfterOverride([this] { state_->Persist(); });
+  }
+  admin_service_->SetOnAuthFailure([this](absl::string_view reason) {
+    admin_token_.OnAuthFailure(reason, admin_service_->auth_failures(),
+                               registry_->clock()->NowNanos());
+  });
 
   // Our own grpc.health.v1.Health: gRPC's default one bounds no Watch
   // stream. Disabled, gRPC adds none of its own beside it.
@@ -512,10 +289,8 @@ absl::Status ServerRunner::StartMetrics() {
   stats.rpc_methods = [rpc_stats] { return rpc_stats->Snapshot(); };
   const AdminServiceImpl* admin = admin_service_.get();
   stats.admin_auth_failures = [admin] { return admin->auth_failures(); };
-  if (state_saver_ != nullptr) {
-    stats.state_save_failures = [this] {
-      return state_save_failures_.load(std::memory_order_relaxed);
-    };
+  if (const StateKeeper* state = state_.get(); state != nullptr) {
+    stats.state_save_failures = [state] { return state->save_failures(); };
   }
   if (const FleetSync* fleet = fleet_.get(); fleet != nullptr) {
     stats.fleet_connected = [fleet] { return fleet->connected(); };
@@ -566,7 +341,7 @@ void ServerRunner::Shutdown() {
 
   // No call changes a breaker any more: let the fleet go, then save.
   if (fleet_ != nullptr) fleet_->Stop();
-  SaveState();
+  if (state_ != nullptr) state_->SaveFinal();
 
   StopSignalThread();
   http_->Stop();  // /readyz said 503 until the calls drained
@@ -589,7 +364,7 @@ void ServerRunner::SignalLoop() {
                                         : "SIGINT";
     if (sig == SIGHUP) {
       if (stopping) continue;
-      if (!options_.admin_token_file.empty()) ReloadAdminToken();
+      admin_token_.Reload(admin_service_.get());
       if (reloader_ == nullptr) {
         LogEvent(LogLevel::kInfo, "reload_skipped",
                  {{"signal", name},
@@ -641,7 +416,7 @@ void ServerRunner::MaintenanceLoop() {
       poll_needed ? options_.config_poll_interval : absl::ZeroDuration();
   // Opens and closes reach the --state-file this often (overrides at once).
   const absl::Duration save =
-      state_saver_ != nullptr ? kStateSaveInterval : absl::ZeroDuration();
+      state_ != nullptr ? kStateSaveInterval : absl::ZeroDuration();
   const absl::Duration evict = options_.evict_interval;
   absl::Time next_poll = poll > absl::ZeroDuration() ? clock->Now() + poll
                                                      : absl::InfiniteFuture();
@@ -664,11 +439,11 @@ void ServerRunner::MaintenanceLoop() {
       if (reloader_ != nullptr) {
         reloader_->ReloadIfChanged().IgnoreError();  // logged by OnReload
       }
-      if (!options_.admin_token_file.empty()) ReloadAdminToken();
+      admin_token_.Reload(admin_service_.get());
       next_poll = clock->Now() + poll;
     }
     if (now >= next_save) {
-      PersistState();
+      state_->Persist();
       next_save = clock->Now() + save;
     }
     if (now >= next_evict) {

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/admin_token.h"
 #include "server/engine/mutex.h"
 #include "server/listeners.h"
 #include "server/server_options.h"
@@ -51,19 +52,11 @@ class HealthService;
 struct PolicySet;
 struct ReloadEvent;
 class Registry;
-class StateSaver;
+class StateKeeper;
 class RegistryCollector;
 class TransitionLogger;
 class ReadLimiter;
 class WatchHub;
-
-// How often the --state-file is rewritten when breakers opened or closed
-// (operator overrides are written before the Admin call answers).
-inline constexpr absl::Duration kStateSaveInterval = absl::Seconds(1);
-
-// The last config applied, kept beside --state-file for a start on an
-// invalid --config.
-inline constexpr absl::string_view kLastGoodConfigSuffix = ".last-good-config";
 
 // Most HTTP/2 streams (calls in progress) one gRPC connection may carry at
 // once (GRPC_ARG_MAX_CONCURRENT_STREAMS, advertised in the connection's
@@ -72,12 +65,6 @@ inline constexpr absl::string_view kLastGoodConfigSuffix = ".last-good-config";
 // without failing a busy application: the clients multiplex their calls on
 // one connection and keep far fewer in flight.
 inline constexpr int kMaxConcurrentStreamsPerConnection = 256;
-
-// At most one "admin_auth_failed" log line per this interval.
-inline constexpr absl::Duration kAuthFailureLogInterval = absl::Seconds(1);
-// While writes of the --state-file keep failing (tried every second), one
-// state_save_failed line per this interval.
-inline constexpr absl::Duration kStateSaveFailureLogInterval = absl::Minutes(1);
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread. main() calls it
 // before anything starts a thread, so every thread inherits the mask and the
@@ -108,35 +95,11 @@ class ServerRunner {
   // first error stops it (Run logs it and maps it to the exit code).
   absl::Status Start();
   absl::Status LoadConfig();
-  // An invalid --config at start (not strict): the last good config, else
-  // the embedded defaults.
-  std::shared_ptr<const PolicySet> FallbackConfig();
   // After each reload attempt: breakerd_config_valid, the last good config.
   void OnReload(const ReloadEvent& e);
-  // Keeps a copy of an applied config beside --state-file.
-  void SaveLastGoodConfig(absl::string_view content);
-  absl::Status LoadAdminToken();
-  // Re-reads --admin-token-file; a changed valid token replaces the old one
-  // (a rotated Secret), a bad file is logged once and the old token stays.
-  void ReloadAdminToken();
-  // A refused Admin call: logged as "admin_auth_failed" at most once per
-  // kAuthFailureLogInterval, with the count since the previous line.
-  void OnAdminAuthFailure(absl::string_view reason)
-      ABSL_LOCKS_EXCLUDED(auth_log_mu_);
-  // Writes the --state-file if a breaker's saved state changed. A failure
-  // is counted (breakerd_state_save_failures_total) and logged when the
-  // writes start failing, then at most once per kStateSaveFailureLogInterval
-  // while they keep failing, and once when a write works again.
-  void PersistState();
-  // Counts and logs (rate-limited, as above) the outcome of a write.
-  void OnStateSaved(const absl::StatusOr<size_t>& saved)
-      ABSL_LOCKS_EXCLUDED(state_log_mu_);
   // Fleet mode (--redis): the store's thread starts connecting; serving
   // does not wait for it.
   absl::Status StartFleet();
-  // --state-file: breakers restored before serving; written at shutdown.
-  void RestoreState();
-  void SaveState();
   absl::Status StartGrpc();
   absl::Status StartMetrics();
   void LogServing() const;
@@ -156,27 +119,12 @@ class ServerRunner {
   // Handled RPCs and their handling time (read by the metrics collector).
   RpcStats rpc_stats_;
 
-  // Set during startup (main thread), then only read.
-  std::optional<std::string> admin_token_;
-  // The admin token file's last content (or read error) seen; re-read by
-  // the maintenance thread and at SIGHUP.
-  Mutex token_mu_;
-  std::string admin_token_seen_ ABSL_GUARDED_BY(token_mu_);
-  // Rate limit of the admin_auth_failed log line.
-  Mutex auth_log_mu_;
-  uint64_t auth_failures_unlogged_ ABSL_GUARDED_BY(auth_log_mu_) = 0;
-  int64_t auth_log_last_nanos_ ABSL_GUARDED_BY(auth_log_mu_) = 0;
-  bool auth_failures_logged_once_ ABSL_GUARDED_BY(auth_log_mu_) = false;
-  // breakerd_state_save_failures_total, and the rate limit of its log line.
-  std::atomic<uint64_t> state_save_failures_{0};
-  Mutex state_log_mu_;
-  uint64_t state_failures_unlogged_ ABSL_GUARDED_BY(state_log_mu_) = 0;
-  int64_t state_log_last_nanos_ ABSL_GUARDED_BY(state_log_mu_) = 0;
-  bool state_failing_ ABSL_GUARDED_BY(state_log_mu_) = false;
+  // --admin-token-file.
+  AdminToken admin_token_{options_.admin_token_file};
   // breakerd_config_valid.
   std::atomic<bool> config_valid_{true};
-  // --state-file: rewritten when an override changes; null without it.
-  std::unique_ptr<StateSaver> state_saver_;
+  // --state-file; null without it.
+  std::unique_ptr<StateKeeper> state_;
   std::vector<Listener> listeners_;
   std::unique_ptr<TransitionLogger> transition_logger_;
   std::unique_ptr<Registry> registry_;

@@ -1,0 +1,73 @@
+#include "server/state/state_keeper.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/engine/clock.h"
+#include "server/log/json_log.h"
+#include "server/state/state_file.h"
+
+namespace breakerd {
+
+StateKeeper::StateKeeper(Registry* registry, std::string path,
+                         absl::Duration stale_after)
+    : path_(path), saver_(registry, std::move(path)) {
+  Restore(registry, stale_after);
+  registry->AddObserver(&saver_);
+  OnSaved(saver_.Save());
+}
+
+void StateKeeper::Restore(Registry* registry, absl::Duration stale_after) {
+  absl::StatusOr<std::vector<SavedBreaker>> saved = ReadStateFile(path_);
+  if (!saved.ok()) {
+    // Never fatal: start fresh.
+    LogEvent(
+        absl::IsNotFound(saved.status()) ? LogLevel::kInfo : LogLevel::kWarn,
+        "state_file_skipped",
+        {{"path", path_}, {"error", saved.status().message()}});
+    return;
+  }
+  const RestoreStats stats =
+      RestoreState(registry, *saved, absl::Now(), stale_after);
+  LogEvent(LogLevel::kInfo, "state_restored",
+           {{"path", path_},
+            {"restored", int64_t{stats.restored}},
+            {"skipped_stale", int64_t{stats.skipped_stale}},
+            {"failed", int64_t{stats.failed}}});
+}
+
+void StateKeeper::Persist() { OnSaved(saver_.SaveIfStale()); }
+
+void StateKeeper::SaveFinal() {
+  absl::StatusOr<size_t> saved = saver_.Save();
+  OnSaved(saved);
+  if (!saved.ok()) return;
+  LogEvent(LogLevel::kInfo, "state_saved",
+           {{"path", path_}, {"breakers", static_cast<int64_t>(*saved)}});
+}
+
+void StateKeeper::OnSaved(const absl::StatusOr<size_t>& saved) {
+  if (saved.ok()) {
+    if (const std::optional<uint64_t> failures = failure_log_.Reset();
+        failures.has_value()) {
+      LogEvent(
+          LogLevel::kInfo, "state_save_recovered",
+          {{"path", path_}, {"failures", static_cast<int64_t>(*failures)}});
+    }
+    return;
+  }
+  save_failures_.fetch_add(1, std::memory_order_relaxed);
+  const std::optional<uint64_t> failures =
+      failure_log_.Count(MonotonicClock::Get()->NowNanos());
+  if (!failures.has_value()) return;
+  LogEvent(LogLevel::kError, "state_save_failed",
+           {{"path", path_},
+            {"error", saved.status().message()},
+            {"failures", static_cast<int64_t>(*failures)},
+            {"why",
+             "open breakers and operator overrides will not survive a "
+             "restart until a write works (tried again every second)"}});
+}
+
+}  // namespace breakerd
