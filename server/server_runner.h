@@ -1,16 +1,23 @@
-// ServerRunner: the breakerd process's wiring. It loads the config, builds the
-// one Registry, starts the gRPC server (Breaker, Admin, grpc.health.v1.Health
-// and reflection on every --listen address) and the HTTP endpoint
-// (/metrics, /healthz, /readyz on --metrics-listen), runs the maintenance
-// loop (config polling, idle eviction) and shuts everything down gracefully
-// on SIGTERM or SIGINT. main.cc only parses flags into ServerOptions.
+// ServerRunner: the breakerd process's wiring and its shutdown. Run() checks
+// the options (ValidateServerOptions), then starts, in order: the Admin
+// token (admin_token.h), the config and the one Registry with its observers
+// (startup_config.h), the --state-file (state/state_keeper.h), fleet mode
+// (fleet/), the gRPC server (Breaker, Admin, grpc.health.v1.Health and
+// reflection on every --listen address; listeners.h) and the HTTP endpoint
+// (/metrics, /healthz, /readyz on --metrics-listen; http/http_endpoint.h).
+// It then runs the maintenance loop (config and token polling, state
+// writes, idle eviction) and the signal thread (SIGHUP reloads) until
+// SIGTERM or SIGINT, and shuts everything down gracefully. main.cc only
+// parses flags into ServerOptions.
 //
-// Everything it reports goes to the JSON log (server/log/json_log.h). Once
-// every listener is up it logs exactly one line
+// Everything it reports goes to the JSON log (server/log/json_log.h); the
+// libraries' own lines too (server/log/library_log.h). Once every listener
+// is up it logs exactly one line
 //   {"ts":...,"level":"info","event":"serving","grpc":"127.0.0.1:43125,unix:/tmp/b.sock",
 //    "metrics":"127.0.0.1:9464","version":"0.1.0","config":"/etc/breakerd/config.yaml"}
 // with the ports actually bound (port 0 in an address picks a free port), so
-// supervisors and tests can find them.
+// supervisors and tests can find them. A failed start logs one
+// "startup_failed" line and Run() returns ExitCodeFor(the error).
 //
 // Thread-safety: Run() is called once, from the main thread. RequestShutdown()
 // may be called from any thread.
