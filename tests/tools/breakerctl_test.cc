@@ -367,6 +367,30 @@ TEST_F(BreakerctlTest, AdminWithoutTheRightTokenIsUnauthenticated) {
   }
 }
 
+// --token-file is read by breakerd's own secret-file reader: what breakerd
+// would refuse as --admin-token-file, breakerctl refuses before any RPC,
+// naming the flag and the rule, never the secret.
+TEST_F(BreakerctlTest, TokenFileHasBreakerdsRules) {
+  Trip("a/tripped");
+  const std::string placeholder = "REPLACE-ME-example-placeholder-77";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {proc_.WriteFile("empty-token", "  \n"), "the file is empty"},
+      {proc_.WriteFile("placeholder-token", placeholder), "placeholder"},
+      {proc_.WriteFile("spaced-token", "two words-5d1e"), "printable ASCII"},
+      {proc_.dir() + "/no-such-token", "cannot open"},
+  };
+  for (const auto& [file, rule] : bad) {
+    CtlResult r = Ctl({"--token-file=" + file, "force-close", "a/tripped"});
+    EXPECT_EQ(r.exit_code, 2) << r;
+    EXPECT_TRUE(absl::StartsWith(r.err, "breakerctl: --token-file " + file))
+        << r;
+    EXPECT_TRUE(absl::StrContains(r.err, rule)) << rule << "\n" << r;
+    EXPECT_FALSE(absl::StrContains(r.err, placeholder)) << r;
+    EXPECT_FALSE(absl::StrContains(r.err, "words-5d1e")) << r;
+    EXPECT_EQ(State("a/tripped"), v1::STATE_OPEN) << r;
+  }
+}
+
 TEST_F(BreakerctlTest, WatchPrintsTheInitialStateThenTransitions) {
   Trip("a/tripped");
   Touch("b/healthy");
