@@ -1,5 +1,6 @@
 #include "breakerd/internal/watch_cache.h"
 
+#include "breakerd/internal/convert.h"
 #include "breakerd/internal/proto_duration.h"
 
 namespace breakerd::client::internal {
@@ -12,7 +13,7 @@ bool WatchCache::Apply(const v1::StateChange& change, absl::Duration now) {
   auto [it, inserted] = entries_.try_emplace(change.dependency());
   Entry& e = it->second;
   if (!inserted && change.generation() < e.generation) return false;
-  e.state = change.state();
+  e.state = FromProto(change.state());
   e.mode = ModeFromName(change.mode());
   e.generation = change.generation();
   e.open_until = now + FromProto(change.retry_after());
@@ -29,12 +30,12 @@ std::optional<Decision> WatchCache::Refusal(absl::string_view dependency,
   d.dependency = std::string(dependency);
   d.source = DecisionSource::kLocal;
   d.state = e.state;
-  if (e.state == v1::STATE_FORCED_OPEN) {
-    d.reason = v1::REJECT_REASON_FORCED_OPEN;
-  } else if (e.state == v1::STATE_OPEN) {
+  if (e.state == State::kForcedOpen) {
+    d.reason = RejectReason::kForcedOpen;
+  } else if (e.state == State::kOpen) {
     const absl::Duration left = e.open_until - now;
     if (left <= absl::ZeroDuration()) return std::nullopt;
-    d.reason = v1::REJECT_REASON_OPEN;
+    d.reason = RejectReason::kOpen;
     d.retry_after = left;
   } else {
     return std::nullopt;
@@ -42,7 +43,7 @@ std::optional<Decision> WatchCache::Refusal(absl::string_view dependency,
   return d;
 }
 
-std::optional<v1::State> WatchCache::State(absl::string_view dependency) const {
+std::optional<State> WatchCache::StateOf(absl::string_view dependency) const {
   auto it = entries_.find(dependency);
   if (it == entries_.end()) return std::nullopt;
   return it->second.state;

@@ -70,7 +70,7 @@ TEST_F(ClientTest, GuardReportsEachOutcomeClass) {
     ASSERT_TRUE(permit.ok());
     ASSERT_TRUE(permit->allowed());
     EXPECT_EQ(permit->decision().source, DecisionSource::kSidecar);
-    absl::StatusOr<v1::ReportResponse> r =
+    absl::StatusOr<ReportResult> r =
         permit->Report(Outcome::FromHttpStatus(status, "7"));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(Reports(dep, cls, effect), 1) << status;
@@ -94,7 +94,7 @@ TEST_F(ClientTest, GuardReportsEachOutcomeClass) {
   ASSERT_TRUE(IsBreakerOpen(refused)) << refused;
   std::optional<Decision> refusal = RefusalOf(refused);
   ASSERT_TRUE(refusal.has_value());
-  EXPECT_EQ(refusal->reason, v1::REJECT_REASON_FORCED_OPEN);
+  EXPECT_EQ(refusal->reason, RejectReason::kForcedOpen);
   EXPECT_EQ(refusal->dependency, "guard/forced");
   EXPECT_THAT(refused.message(), HasSubstr("guard/forced"));
 }
@@ -113,7 +113,7 @@ TEST_F(ClientTest, OpenedByOneClientIsRefusedLocallyByAnother) {
   ASSERT_TRUE(WaitUntil([&] { return watcher->WatchConnected(); }));
   Trip(tripper.get(), "shared/dep");
   ASSERT_TRUE(WaitUntil(
-      [&] { return watcher->CachedState("shared/dep") == v1::STATE_OPEN; }));
+      [&] { return watcher->CachedState("shared/dep") == State::kOpen; }));
 
   const double allowed = Acquires("shared/dep", "allowed");
   const double rejected = Acquires("shared/dep", "rejected_open");
@@ -121,7 +121,7 @@ TEST_F(ClientTest, OpenedByOneClientIsRefusedLocallyByAnother) {
   ASSERT_TRUE(permit.ok());
   EXPECT_FALSE(permit->allowed());
   EXPECT_EQ(permit->decision().source, DecisionSource::kLocal);
-  EXPECT_EQ(permit->decision().reason, v1::REJECT_REASON_OPEN);
+  EXPECT_EQ(permit->decision().reason, RejectReason::kOpen);
   EXPECT_GT(permit->decision().retry_after, absl::Seconds(20));
   // Retries are refused locally too.
   absl::StatusOr<Permit> retry = watcher->Acquire("shared/dep", 1);
@@ -135,12 +135,12 @@ TEST_F(ClientTest, OpenedByOneClientIsRefusedLocallyByAnother) {
   // A forced-open breaker is refused locally as well.
   ForceOpen("shared/forced");
   ASSERT_TRUE(WaitUntil([&] {
-    return watcher->CachedState("shared/forced") == v1::STATE_FORCED_OPEN;
+    return watcher->CachedState("shared/forced") == State::kForcedOpen;
   }));
   absl::StatusOr<Permit> forced = watcher->Acquire("shared/forced");
   ASSERT_TRUE(forced.ok());
   EXPECT_EQ(forced->decision().source, DecisionSource::kLocal);
-  EXPECT_EQ(forced->decision().reason, v1::REJECT_REASON_FORCED_OPEN);
+  EXPECT_EQ(forced->decision().reason, RejectReason::kForcedOpen);
 }
 
 TEST_F(ClientTest, OpenPastItsCooldownGoesToTheSidecar) {
@@ -148,7 +148,7 @@ TEST_F(ClientTest, OpenPastItsCooldownGoesToTheSidecar) {
   ASSERT_TRUE(WaitUntil([&] { return client->WatchConnected(); }));
   Trip(client.get(), "short/dep");
   ASSERT_TRUE(WaitUntil(
-      [&] { return client->CachedState("short/dep") == v1::STATE_OPEN; }));
+      [&] { return client->CachedState("short/dep") == State::kOpen; }));
   // The 1 s cooldown ends; the next Acquire goes to breakerd, which grants
   // the probe.
   ASSERT_TRUE(WaitUntil(
@@ -164,7 +164,7 @@ TEST_F(ClientTest, OpenPastItsCooldownGoesToTheSidecar) {
       },
       absl::Seconds(10)));
   EXPECT_TRUE(WaitUntil(
-      [&] { return client->CachedState("short/dep") == v1::STATE_CLOSED; }));
+      [&] { return client->CachedState("short/dep") == State::kClosed; }));
 }
 
 TEST_F(ClientTest, FailsOpenPromptlyWhenBreakerdIsStopped) {
@@ -178,7 +178,7 @@ TEST_F(ClientTest, FailsOpenPromptlyWhenBreakerdIsStopped) {
   ASSERT_TRUE(WaitUntil([&] { return client->WatchConnected(); }));
   Trip(client.get(), "stop/dep");
   ASSERT_TRUE(WaitUntil(
-      [&] { return client->CachedState("stop/dep") == v1::STATE_OPEN; }));
+      [&] { return client->CachedState("stop/dep") == State::kOpen; }));
 
   ASSERT_TRUE(proc_.Signal(SIGKILL));
   ASSERT_TRUE(proc_.WaitExit(kWait).has_value());
@@ -272,7 +272,7 @@ TEST_F(ClientTest, HungSidecarIsNotAskedUntilItIsBack) {
 
   // A Report made while away is held: not sent yet, not an error, not
   // waited for.
-  absl::StatusOr<v1::ReportResponse> report = held->Report(Outcome::Success());
+  absl::StatusOr<ReportResult> report = held->Report(Outcome::Success());
   EXPECT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(client->stats().report_errors, 0u);
   EXPECT_EQ(LogLines("unreachable"), 1);
@@ -314,7 +314,7 @@ TEST_F(ClientTest, RetryNeverRetriesWhileOpen) {
   EXPECT_EQ(calls, 3);
   ASSERT_TRUE(IsBreakerOpen(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("upstream 500"));
-  EXPECT_EQ(RefusalOf(s)->reason, v1::REJECT_REASON_OPEN);
+  EXPECT_EQ(RefusalOf(s)->reason, RejectReason::kOpen);
   EXPECT_EQ(Acquires("retry/down", "allowed"), 3);
 
   calls = 0;
@@ -394,7 +394,7 @@ TEST_F(ClientTest, WatchReconnectsAfterBreakerdRestarts) {
   ASSERT_TRUE(other.ok());
   Trip(other->get(), "restart/dep");
   EXPECT_TRUE(WaitUntil(
-      [&] { return client->CachedState("restart/dep") == v1::STATE_OPEN; }));
+      [&] { return client->CachedState("restart/dep") == State::kOpen; }));
   EXPECT_GE(client->stats().watch_reconnects, 1u);
 }
 
@@ -439,7 +439,7 @@ TEST_F(ClientTest, TheClassifierDecidesWhatIsReportedAndRetried) {
   ClientOptions options;
   // A model's refusal comes back as RESOURCE_EXHAUSTED "refused" here.
   options.classifier = [](const absl::Status& s) {
-    return s.message() == "refused" ? Outcome::Of(v1::OUTCOME_SOFT_FAILURE)
+    return s.message() == "refused" ? Outcome::Of(OutcomeKind::kSoftFailure)
                                     : Outcome::FromStatus(s);
   };
   auto client = NewClient(options);
@@ -462,11 +462,11 @@ TEST_F(ClientTest, TheClassifierDecidesWhatIsReportedAndRetried) {
 
 TEST(OutcomeTest, AClassifiedStatusCarriesItsOutcome) {
   const absl::Status soft = Classified(absl::UnavailableError("content filter"),
-                                       Outcome::Of(v1::OUTCOME_SOFT_FAILURE));
+                                       Outcome::Of(OutcomeKind::kSoftFailure));
   EXPECT_EQ(soft.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(soft.message(), "content filter");
   const Outcome o = Outcome::FromStatus(soft);
-  EXPECT_EQ(o.outcome, v1::OUTCOME_SOFT_FAILURE);
+  EXPECT_EQ(o.kind, OutcomeKind::kSoftFailure);
   EXPECT_FALSE(o.grpc_code.has_value());
   EXPECT_FALSE(o.Retryable());
   // Without it, UNAVAILABLE is a connection error worth retrying.
@@ -480,7 +480,7 @@ TEST(OutcomeTest, AClassifiedStatusCarriesItsOutcome) {
 
   // An OK status carries nothing: a success.
   EXPECT_TRUE(
-      Classified(absl::OkStatus(), Outcome::Of(v1::OUTCOME_TIMEOUT)).ok());
+      Classified(absl::OkStatus(), Outcome::Of(OutcomeKind::kTimeout)).ok());
   EXPECT_EQ(Outcome::FromStatus(absl::OkStatus()).grpc_code, 0);
 }
 

@@ -213,7 +213,7 @@ TEST_F(ConformanceTest, BackWithinASecondAndAHalfOfARestartAfterAnOutage) {
       << "still failing open " << took << " after the restart";
   // From breakerd, or local once the Watch stream has learnt it too.
   EXPECT_FALSE(back->allowed);
-  EXPECT_EQ(back->reason, v1::REJECT_REASON_FORCED_OPEN);
+  EXPECT_EQ(back->reason, RejectReason::kForcedOpen);
   EXPECT_TRUE(back->source == DecisionSource::kSidecar ||
               back->source == DecisionSource::kLocal)
       << DecisionSourceName(back->source);
@@ -352,8 +352,7 @@ TEST_F(ConformanceTest, AReportMadeWhileAwayIsHeldAndSentWhenBack) {
   // No caller is refused PROBE_IN_FLIGHT.
   absl::StatusOr<Permit> next = tripper->Acquire(dep);
   ASSERT_TRUE(next.ok());
-  EXPECT_TRUE(next->allowed())
-      << v1::RejectReason_Name(next->decision().reason);
+  EXPECT_TRUE(next->allowed()) << RejectReasonName(next->decision().reason);
   next->Report(Outcome::Success()).IgnoreError();
 }
 
@@ -413,7 +412,7 @@ TEST_F(ConformanceTest, APermitDroppedUnreportedIsReportedCancelledOnce) {
   ASSERT_TRUE(next.ok());
   EXPECT_TRUE(next->allowed());
   EXPECT_EQ(next->decision().source, DecisionSource::kSidecar);
-  EXPECT_EQ(next->decision().state, v1::STATE_CLOSED);
+  EXPECT_EQ(next->decision().state, State::kClosed);
   next->Report(Outcome::Success()).IgnoreError();
 }
 
@@ -425,7 +424,7 @@ TEST_F(ConformanceTest, ShadowBreakerOpenInTheCacheIsNeverRefused) {
   const std::string dep = "payments/psp";
   Trip(client.get(), dep);
   ASSERT_TRUE(
-      WaitUntil([&] { return client->CachedState(dep) == v1::STATE_OPEN; }));
+      WaitUntil([&] { return client->CachedState(dep) == State::kOpen; }));
   const ClientStats before = client->stats();
   const double granted = SumFor("breakerd_acquire_total", dep);
 
@@ -459,7 +458,7 @@ TEST_F(ConformanceTest, ShadowBreakerOpenInTheCacheIsNeverRefused) {
   // Control: an enforced breaker tripped the same way is refused locally.
   Trip(client.get(), "enforced/psp");
   ASSERT_TRUE(WaitUntil(
-      [&] { return client->CachedState("enforced/psp") == v1::STATE_OPEN; }));
+      [&] { return client->CachedState("enforced/psp") == State::kOpen; }));
   absl::StatusOr<Permit> refused = client->Acquire("enforced/psp");
   ASSERT_TRUE(refused.ok());
   EXPECT_FALSE(refused->allowed());
@@ -547,7 +546,7 @@ TEST_F(ConformanceTest, AClosedClientFailsAtOnceWithNoRpc) {
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(200));
 
   // A Report after close is dropped and counted, not raised.
-  absl::StatusOr<v1::ReportResponse> report = held->Report(Outcome::Success());
+  absl::StatusOr<ReportResult> report = held->Report(Outcome::Success());
   EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition);
   const ClientStats stats = client->stats();
   EXPECT_EQ(stats.report_errors, 1u);
@@ -570,7 +569,7 @@ TEST_F(ConformanceTest, ASoftFailureIsReportedAndNotRetried) {
       [&] {
         ++calls;
         return Classified(absl::UnavailableError("refused: content filter"),
-                          Outcome::Of(v1::OUTCOME_SOFT_FAILURE));
+                          Outcome::Of(OutcomeKind::kSoftFailure));
       },
       options);
   EXPECT_EQ(calls, 1);

@@ -7,6 +7,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "breakerd/client.h"
+#include "breakerd/v1/breaker.pb.h"
 #include "gtest/gtest.h"
 
 namespace breakerd::client {
@@ -38,7 +39,7 @@ TEST_F(WatchCacheTest, OpenWithALowerGenerationThanCloseIsIgnored) {
   EXPECT_TRUE(cache_.Apply(Change(v1::STATE_CLOSED, 6), now_));
   EXPECT_FALSE(cache_.Apply(Change(v1::STATE_OPEN, 5), now_));
   EXPECT_FALSE(Refused());
-  EXPECT_EQ(cache_.State(kDep), v1::STATE_CLOSED);
+  EXPECT_EQ(cache_.StateOf(kDep), State::kClosed);
 }
 
 TEST_F(WatchCacheTest, CloseWithAHigherGenerationThanOpenIsApplied) {
@@ -46,7 +47,7 @@ TEST_F(WatchCacheTest, CloseWithAHigherGenerationThanOpenIsApplied) {
   EXPECT_TRUE(Refused());
   EXPECT_TRUE(cache_.Apply(Change(v1::STATE_CLOSED, 6), now_));
   EXPECT_FALSE(Refused());
-  EXPECT_EQ(cache_.State(kDep), v1::STATE_CLOSED);
+  EXPECT_EQ(cache_.StateOf(kDep), State::kClosed);
 }
 
 TEST_F(WatchCacheTest, ReloadWithTheSameGenerationSwitchesToShadow) {
@@ -55,7 +56,7 @@ TEST_F(WatchCacheTest, ReloadWithTheSameGenerationSwitchesToShadow) {
   EXPECT_TRUE(
       cache_.Apply(Change(v1::STATE_OPEN, 6, "shadow", "reload"), now_));
   EXPECT_FALSE(Refused());
-  EXPECT_EQ(cache_.State(kDep), v1::STATE_OPEN);
+  EXPECT_EQ(cache_.StateOf(kDep), State::kOpen);
 }
 
 TEST_F(WatchCacheTest, EmptyModeFromAnOlderSidecarIsEnforced) {
@@ -63,7 +64,7 @@ TEST_F(WatchCacheTest, EmptyModeFromAnOlderSidecarIsEnforced) {
   std::optional<Decision> refusal = cache_.Refusal(kDep, now_);
   ASSERT_TRUE(refusal.has_value());
   EXPECT_EQ(refusal->source, DecisionSource::kLocal);
-  EXPECT_EQ(refusal->reason, v1::REJECT_REASON_OPEN);
+  EXPECT_EQ(refusal->reason, RejectReason::kOpen);
   EXPECT_EQ(refusal->retry_after, absl::Seconds(30));
   // Past the cooldown's end the sidecar decides (it grants the probe).
   EXPECT_FALSE(cache_.Refusal(kDep, now_ + absl::Seconds(30)).has_value());
@@ -71,7 +72,7 @@ TEST_F(WatchCacheTest, EmptyModeFromAnOlderSidecarIsEnforced) {
 
 TEST_F(WatchCacheTest, ForcedOpenShadowBreakerIsNotRefused) {
   ASSERT_TRUE(cache_.Apply(Change(v1::STATE_FORCED_OPEN, 2), now_));
-  EXPECT_EQ(cache_.Refusal(kDep, now_)->reason, v1::REJECT_REASON_FORCED_OPEN);
+  EXPECT_EQ(cache_.Refusal(kDep, now_)->reason, RejectReason::kForcedOpen);
   ASSERT_TRUE(cache_.Apply(Change(v1::STATE_FORCED_OPEN, 2, "shadow"), now_));
   EXPECT_FALSE(Refused());
 }

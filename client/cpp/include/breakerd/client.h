@@ -8,8 +8,8 @@
 //   });
 //   if (breakerd::client::IsBreakerOpen(s)) ServeFallback();
 //
-// Or in two steps, with an RAII permit that reports CANCELLED if it is
-// dropped unreported:
+// Or in two steps, with an RAII permit that reports OutcomeKind::kCancelled
+// if it is dropped unreported:
 //
 //   absl::StatusOr<Permit> permit = client->Acquire("payments/psp");
 //   if (!permit.ok()) return permit.status();   // INVALID_ARGUMENT only
@@ -26,7 +26,7 @@
 // so a hung sidecar costs one decision_timeout, not one per call, and
 // Reports are held (up to 1,024) and sent once it is back. An Acquire
 // the caller stopped waiting for stays open 1 s more, and a permit it
-// brings then is reported OUTCOME_CANCELLED, not leaked. With
+// brings then is reported OutcomeKind::kCancelled, not leaked. With
 // `watch` on, one Watch stream per Client keeps a cache of open breakers so
 // calls to a dependency known to be open are refused locally, without an RPC
 // (never for a breaker in shadow mode, which breakerd always allows). At most
@@ -51,7 +51,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "breakerd/v1/breaker.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/status.h"
@@ -74,17 +73,82 @@ enum class DecisionSource {
 // "sidecar", "local", "fail_open", "fail_closed".
 absl::string_view DecisionSourceName(DecisionSource source);
 
+// The client's own types for what breakerd's wire contract
+// (proto/breakerd/v1/breaker.proto) says: one value for each value of the
+// proto enum named, and nothing else (the build checks it). A value a newer
+// breakerd sends that this client does not know reads as the zero value
+// (kUnspecified, kNone).
+
+// A breaker's state (breakerd.v1.State).
+enum class State {
+  kUnspecified,   // not known: no answer from breakerd (fail-open/closed)
+  kClosed,        // calls flow; their outcomes count toward the trip rules
+  kOpen,          // calls are refused until the cooldown ends
+  kHalfOpen,      // the cooldown has ended: one probe call decides
+  kForcedOpen,    // an operator forced it open: every call is refused
+  kForcedClosed,  // an operator forced it closed: every call is allowed
+};
+
+// Why an Acquire was refused (breakerd.v1.RejectReason); in shadow mode,
+// why it would have been.
+enum class RejectReason {
+  kNone,           // not refused, or refused with no breaker's reason
+                   // (fail-closed)
+  kOpen,           // the breaker is open, its cooldown running: retry_after
+  kProbeInFlight,  // half-open, and another caller holds the probe
+  kRetryBudget,    // attempt > 0 and the dependency's retry budget is spent
+  kForcedOpen,     // an operator forced the breaker open
+};
+
+// How a guarded call ended, said explicitly (breakerd.v1.Outcome).
+enum class OutcomeKind {
+  kUnspecified,      // none: breakerd classifies http_status or grpc_code
+  kSuccess,          // counts as a success
+  kTimeout,          // counts as a failure
+  kConnectionError,  // the upstream could not be reached: a failure
+  kServerError,      // counts as a failure
+  kRateLimited,      // a failure, unless the policy ignores rate limits
+  kBadRequest,       // the request was wrong: neutral
+  kAuthError,        // the credential was refused: neutral, counted apart
+  kCancelled,        // the caller gave up for its own reasons: neutral
+  kSoftFailure,      // the upstream answered, but unusably (a model's
+                     // refusal): a success for the breaker, counted apart
+};
+
+// What a Report did to the breaker (breakerd.v1.Effect).
+enum class ReportEffect {
+  kUnspecified,     // not known: the Report was not sent (yet)
+  kCountedSuccess,  // counted as a success
+  kCountedFailure,  // counted as a failure toward the trip rules
+  kNeutral,         // neither (bad request, auth error, cancelled, ...)
+  kLate,            // the breaker has moved on since the permit, or is
+                    // open: counted in metrics, no state change
+};
+
+// The proto's names: "STATE_OPEN", "REJECT_REASON_PROBE_IN_FLIGHT".
+absl::string_view StateName(State state);
+absl::string_view RejectReasonName(RejectReason reason);
+
+// breakerd's answer to a Report (breakerd.v1.ReportResponse).
+struct ReportResult {
+  // The breaker's state after the Report.
+  State state = State::kUnspecified;
+  ReportEffect effect = ReportEffect::kUnspecified;
+};
+
 // What to report about a call. Either an explicit outcome, or a raw HTTP
 // status or gRPC code that breakerd classifies.
 struct Outcome {
-  v1::Outcome outcome = v1::OUTCOME_UNSPECIFIED;
+  // Sent as the Report's `outcome`; kUnspecified: breakerd classifies
+  // http_status (if not 0), else grpc_code.
+  OutcomeKind kind = OutcomeKind::kUnspecified;
   uint32_t http_status = 0;
   std::optional<int32_t> grpc_code;
   // From a 429/503 Retry-After: the breaker's cooldown is at least this.
   absl::Duration retry_after = absl::ZeroDuration();
 
-  static Outcome Of(v1::Outcome outcome);
-  static Outcome Success() { return Of(v1::OUTCOME_SUCCESS); }
+  static Outcome Of(OutcomeKind kind);
+  static Outcome Success() { return Of(OutcomeKind::kSuccess); }
   // `retry_after_header`: the Retry-After header's value, seconds form
   // ("120"); anything else is ignored.
   static Outcome FromHttpStatus(int status,
@@ -160,8 +224,8 @@ struct Decision {
   bool allowed = false;
   uint64_t permit = 0;
   bool probe = false;
-  v1::State state = v1::STATE_UNSPECIFIED;
-  v1::RejectReason reason = v1::REJECT_REASON_UNSPECIFIED;
+  State state = State::kUnspecified;
+  RejectReason reason = RejectReason::kNone;
   absl::Duration retry_after = absl::ZeroDuration();
   // The dependency the decision is for (for AcquireFirst: the one granted,
   // empty if none).
@@ -191,7 +255,7 @@ struct ClientStats {
 // (the default classifier) returns: e.g. a model's refusal, a success for
 // the breaker that retrying cannot fix:
 //   return Classified(absl::FailedPreconditionError("content filter"),
-//                     Outcome::Of(v1::OUTCOME_SOFT_FAILURE));
+//                     Outcome::Of(OutcomeKind::kSoftFailure));
 // An OK status carries nothing and is returned as it is.
 absl::Status Classified(absl::Status status, const Outcome& outcome);
 
@@ -207,7 +271,7 @@ class Client;
 
 // One allowed (or refused) Acquire. Movable, not copyable. An allowed
 // permit is reported exactly once: by Report(), or by the destructor with
-// OUTCOME_CANCELLED. A refused permit reports nothing.
+// OutcomeKind::kCancelled. A refused permit reports nothing.
 class Permit {
  public:
   Permit(Permit&& other) noexcept;
@@ -225,10 +289,10 @@ class Permit {
   // (FAILED_PRECONDITION, nothing sent, once the client is closed); the
   // error is also counted in report_errors. While breakerd is away the
   // Report is held and sent once it is back (Client::Report): OK with an
-  // empty response. A permit that was not
-  // allowed, or is already reported, or came from fail-open (permit 0),
-  // sends nothing and returns OK with an empty response.
-  absl::StatusOr<v1::ReportResponse> Report(
+  // empty ReportResult (kUnspecified). A permit that was not allowed, or is
+  // already reported, or came from fail-open (permit 0), sends nothing and
+  // returns OK with an empty ReportResult.
+  absl::StatusOr<ReportResult> Report(
       const Outcome& outcome, std::optional<absl::Duration> latency = {});
 
  private:
@@ -265,7 +329,7 @@ class Client {
   // Ends the Watch stream and any health check in flight, waits for the
   // Acquire and AcquireFirst RPCs still open (a late one: at most
   // decision_timeout + 1 s after it was sent) and reports the permits they
-  // bring OUTCOME_CANCELLED, joins the client's threads and drops a log
+  // bring OutcomeKind::kCancelled, joins the client's threads and drops a log
   // line held back by the rate limit.
   // From then on Acquire, AcquireFirst, Do, Retry and First fail at once
   // with FAILED_PRECONDITION "breakerd client is closed" (no RPC, nothing
@@ -290,10 +354,10 @@ class Client {
   // breakerd away, except a DEADLINE_EXCEEDED while breakerd answered other
   // RPCs of this client after it was sent (late, not away: only this
   // decision fails open). The RPC the caller stopped waiting for stays open
-  // 1 s more: a permit breakerd grants then is reported OUTCOME_CANCELLED
+  // 1 s more: a permit breakerd grants then is reported kCancelled
   // by a thread of the client's (even while breakerd is marked away), not
   // leaked (a lost probe permit would refuse the dependency
-  // PROBE_IN_FLIGHT for its whole lease).
+  // kProbeInFlight for its whole lease).
   absl::StatusOr<Permit> Acquire(absl::string_view dependency,
                                  uint32_t attempt = 0);
 
@@ -309,7 +373,7 @@ class Client {
   // breaker-open status (fn is not called); allowed -> fn(), its status
   // classified (ClientOptions::classifier) and reported with the measured
   // latency; returns fn's status. The permit is reported exactly once: if
-  // fn throws, as OUTCOME_SERVER_ERROR, and the exception goes on; if the
+  // fn throws, as OutcomeKind::kServerError, and the exception goes on; if the
   // classifier throws, as Outcome::FromStatus of fn's status, and the
   // exception goes on. (For an HTTP call, use Acquire and
   // Permit::Report(Outcome::FromHttpStatus(...)).)
@@ -338,22 +402,21 @@ class Client {
   // Reports a permit obtained elsewhere (two-step use across threads).
   // Waits for a place among the RPCs on the wire as Acquire. Made while
   // breakerd is away, the Report is held (not an error, not counted: OK
-  // with an empty response) and sent by a thread of the client's, reports
+  // with an empty ReportResult) and sent by a thread of the client's, reports
   // first through the window, once breakerd is back (health check or
   // Watch message); at most 1,024 are held, past that the oldest is
   // dropped and counted in report_errors, as is a held Report whose RPC
   // then fails and those still held at Close. After Close nothing is sent
   // (FAILED_PRECONDITION, counted in report_errors), and a failed RPC is
   // counted too.
-  absl::StatusOr<v1::ReportResponse> Report(absl::string_view dependency,
-                                            uint64_t permit,
-                                            const Outcome& outcome,
-                                            absl::Duration latency);
+  absl::StatusOr<ReportResult> Report(absl::string_view dependency,
+                                      uint64_t permit, const Outcome& outcome,
+                                      absl::Duration latency);
 
   // The state the Watch cache holds for `dependency` (nullopt: unknown, or
   // the stream is down). A breaker in shadow mode is cached, and can be
-  // OPEN here, but is never refused locally.
-  std::optional<v1::State> CachedState(absl::string_view dependency) const;
+  // kOpen here, but is never refused locally.
+  std::optional<State> CachedState(absl::string_view dependency) const;
   // True while the Watch stream is up and has delivered its first snapshot.
   bool WatchConnected() const;
 

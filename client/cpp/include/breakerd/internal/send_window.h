@@ -102,6 +102,21 @@ class SendWindow {
   std::deque<Waiter*> decisions_ ABSL_GUARDED_BY(mu_);
 };
 
+// Holds a place in a SendWindow and gives it back (Leave) when destroyed,
+// however the RPC that used it ends.
+// REQUIRES: made for an Enter that returned kEntered.
+class WindowPlace {
+ public:
+  explicit WindowPlace(SendWindow* window) : window_(window) {}
+  ~WindowPlace() { window_->Leave(); }
+
+  WindowPlace(const WindowPlace&) = delete;
+  WindowPlace& operator=(const WindowPlace&) = delete;
+
+ private:
+  SendWindow* const window_;
+};
+
 }  // namespace breakerd::client::internal
 
 #endif  // BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_INTERNAL_SEND_WINDOW_H_

@@ -43,21 +43,21 @@ class WatchCache {
   bool Apply(const v1::StateChange& change, absl::Duration now);
 
   // The local refusal for `dependency` at monotonic time `now` (source
-  // kLocal, reason OPEN with retry_after = time left, or FORCED_OPEN), or
+  // kLocal, reason kOpen with retry_after = time left, or kForcedOpen), or
   // nullopt if the call goes to the sidecar: unknown, closed, half-open,
-  // OPEN at or past its cooldown end, forced closed, or shadow mode.
+  // open at or past its cooldown end, forced closed, or shadow mode.
   std::optional<Decision> Refusal(absl::string_view dependency,
                                   absl::Duration now) const;
 
   // The state held for `dependency`; nullopt if unknown.
-  std::optional<v1::State> State(absl::string_view dependency) const;
+  std::optional<State> StateOf(absl::string_view dependency) const;
 
   // Forgets everything (the stream ended).
   void Clear() { entries_.clear(); }
 
  private:
   struct Entry {
-    v1::State state = v1::STATE_UNSPECIFIED;
+    State state = State::kUnspecified;
     Mode mode = Mode::kEnforce;
     uint64_t generation = 0;
     absl::Duration open_until;  // monotonic; meaningful when OPEN

@@ -1,0 +1,109 @@
+// The guards: Do, Retry and First run the caller's function under a permit
+// and report how it went, exactly once (client/README.md, "Guard", "Retry
+// helper", "Fallback chain").
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "breakerd/client.h"
+#include "breakerd/internal/statuses.h"
+#include "client_impl.h"
+
+namespace breakerd::client {
+
+using internal::RefusedStatus;
+
+absl::Status Client::RunGranted(Permit& permit,
+                                absl::FunctionRef<absl::Status()> fn,
+                                Outcome* outcome) {
+  absl::Status result;
+  try {
+    result = fn();
+  } catch (...) {
+    // Anything raised by the call is a server error (client/README.md,
+    // "Outcome helpers").
+    permit.Report(Outcome::Of(OutcomeKind::kServerError)).IgnoreError();
+    throw;
+  }
+  try {
+    *outcome = impl_->Classify(result);
+  } catch (...) {
+    permit.Report(Outcome::FromStatus(result)).IgnoreError();
+    throw;
+  }
+  permit.Report(*outcome).IgnoreError();
+  return result;
+}
+
+absl::Status Client::Do(absl::string_view dependency,
+                        absl::FunctionRef<absl::Status()> fn,
+                        uint32_t attempt) {
+  absl::StatusOr<Permit> permit = Acquire(dependency, attempt);
+  if (!permit.ok()) return permit.status();
+  if (!permit->allowed()) return RefusedStatus(permit->decision());
+  Outcome outcome;
+  return RunGranted(*permit, fn, &outcome);
+}
+
+absl::Status Client::Retry(absl::string_view dependency,
+                           absl::FunctionRef<absl::Status()> fn,
+                           const RetryOptions& options) {
+  absl::Status last = absl::InvalidArgumentError(
+      "max_attempts: must be at least 1 (default 3)");
+  absl::Duration ceiling = options.base;
+  for (int attempt = 0; attempt < options.max_attempts; ++attempt) {
+    if (attempt > 0) {
+      absl::SleepFor(impl_->Jitter(std::min(ceiling, options.max_backoff)));
+      ceiling *= 2;
+    }
+    absl::StatusOr<Permit> permit =
+        Acquire(dependency, static_cast<uint32_t>(attempt));
+    if (!permit.ok()) return permit.status();
+    if (!permit->allowed()) {
+      return RefusedStatus(
+          permit->decision(),
+          attempt > 0 ? absl::StrCat("attempt ", attempt + 1,
+                                     " not made; last error: ", last.ToString())
+                      : "");
+    }
+    Outcome outcome;
+    last = RunGranted(*permit, fn, &outcome);
+    if (last.ok() || !outcome.Retryable()) return last;
+  }
+  return last;
+}
+
+absl::Status Client::First(
+    const std::vector<std::string>& dependencies,
+    absl::FunctionRef<absl::Status(absl::string_view)> fn) {
+  std::vector<std::string> remaining = dependencies;
+  absl::Status last_failure;
+  while (!remaining.empty()) {
+    absl::StatusOr<Permit> permit = AcquireFirst(remaining);
+    if (!permit.ok()) return permit.status();
+    if (!permit->allowed()) {
+      return RefusedStatus(
+          permit->decision(),
+          last_failure.ok()
+              ? ""
+              : absl::StrCat("last error: ", last_failure.ToString()));
+    }
+    const std::string granted = permit->decision().dependency;
+    Outcome outcome;
+    absl::Status result = RunGranted(
+        *permit, [&] { return fn(granted); }, &outcome);
+    // Only an outcome worth retrying is worth trying elsewhere: a bad
+    // request would be as bad for the next dependency.
+    if (result.ok() || !outcome.Retryable()) return result;
+    last_failure = std::move(result);
+    auto it = std::find(remaining.begin(), remaining.end(), granted);
+    remaining.erase(remaining.begin(),
+                    it == remaining.end() ? remaining.end() : it + 1);
+  }
+  return last_failure;
+}
+
+}  // namespace breakerd::client
