@@ -67,7 +67,9 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     }
   }
   if (!options.trace_file.empty() && options.trace_max_bytes <= 0) {
-    return absl::InvalidArgumentError("trace-max-bytes: must be positive");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace-max-bytes: must be positive with --trace-file (got ",
+        options.trace_max_bytes, ")"));
   }
   if (options.unix_socket_mode > 0777) {
     return absl::InvalidArgumentError(absl::StrFormat(

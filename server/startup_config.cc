@@ -62,10 +62,10 @@ absl::StatusOr<StartupConfig> LoadStartupConfig(const std::string& config_path,
         text.ok()
             ? ParseConfig(*text, config_path)
             : absl::StatusOr<std::shared_ptr<const PolicySet>>(text.status());
-    if (text.ok()) config.content = *text;
+    config.content = text;
     if (parsed.ok()) {
       config.policies = *std::move(parsed);
-      SaveLastGoodConfig(state_file, *config.content);
+      SaveLastGoodConfig(state_file, *text);
     } else {
       LogEvent(LogLevel::kError, "config_rejected",
                {{"source", config_path},

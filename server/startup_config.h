@@ -26,10 +26,10 @@ inline constexpr absl::string_view kLastGoodConfigSuffix = ".last-good-config";
 
 struct StartupConfig {
   std::shared_ptr<const PolicySet> policies;
-  // What --config held, valid or not (nullopt without --config or if it
-  // could not be read): the reloader counts it as seen, so an invalid file
-  // is reported once and tried again as soon as it changes.
-  std::optional<std::string> content;
+  // What --config held, valid or not, or the error reading it (nullopt
+  // without --config): the reloader counts it as seen, so an invalid or
+  // missing file is reported once and tried again as soon as it changes.
+  std::optional<absl::StatusOr<std::string>> content;
   // False when serving on a fallback (breakerd_config_valid).
   bool valid = true;
 };

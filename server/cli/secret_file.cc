@@ -1,14 +1,13 @@
 #include "server/cli/secret_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -35,17 +34,33 @@ bool InOwnGroups(gid_t gid) {
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
                                            absl::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         flag, " ", path, ": cannot open (", ErrnoText(errno), ")"));
   }
-  std::string content;
-  content.assign(std::istreambuf_iterator<char>(in),
-                 std::istreambuf_iterator<char>());
-  if (in.bad()) {
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     return absl::FailedPreconditionError(
-        absl::StrCat(flag, " ", path, ": read error"));
+        absl::StrCat(flag, " ", path, ": not a regular file"));
+  }
+  // Read one byte more than a secret may have (plus room for surrounding
+  // whitespace): enough to tell "too long" without reading a huge file.
+  std::string content;
+  char buf[4096];
+  while (content.size() <= 4 * kMaxSecretBytes) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          flag, " ", path, ": read error (", ErrnoText(errno), ")"));
+    }
+    if (n == 0) break;
+    content.append(buf, static_cast<size_t>(n));
   }
   const absl::string_view token = absl::StripAsciiWhitespace(content);
   if (token.empty()) {

@@ -21,7 +21,8 @@ inline constexpr size_t kMaxSecretBytes = 4096;
 inline constexpr absl::string_view kPlaceholderTokenPrefix = "REPLACE-ME";
 
 // The secret in the file at `path`, surrounding whitespace trimmed.
-// FAILED_PRECONDITION if the file cannot be opened or read; INVALID_ARGUMENT
+// FAILED_PRECONDITION if the file cannot be opened or read or is not a
+// regular file (a directory, a FIFO); INVALID_ARGUMENT
 // if it is empty, longer than kMaxSecretBytes, holds a byte that is not
 // printable ASCII or a space (it is sent as `authorization: Bearer <token>`),
 // or holds the example's placeholder. Every message starts with

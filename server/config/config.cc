@@ -774,13 +774,19 @@ std::shared_ptr<const PolicySet> EmbeddedDefaults() {
 // ---------------------------------------------------------------------------
 // ConfigReloader
 
-ConfigReloader::ConfigReloader(std::string path, Registry* registry,
-                               Callback callback,
-                               std::optional<std::string> loaded_content)
+ConfigReloader::ConfigReloader(
+    std::string path, Registry* registry, Callback callback,
+    std::optional<absl::StatusOr<std::string>> loaded)
     : path_(std::move(path)),
       registry_(registry),
-      callback_(std::move(callback)),
-      last_content_(std::move(loaded_content)) {}
+      callback_(std::move(callback)) {
+  if (!loaded.has_value()) return;
+  if (loaded->ok()) {
+    last_content_ = **std::move(loaded);
+  } else {
+    last_read_error_ = loaded->status().ToString();
+  }
+}
 
 absl::Status ConfigReloader::Reload(absl::string_view trigger) {
   MutexLock lock(&mu_);

@@ -153,12 +153,13 @@ class ConfigReloader {
   // `callback`: told of every reload attempt (success or refusal), called
   // with the reloader's lock held. May be empty. REQUIRES: thread-safe,
   // does not call back into this reloader.
-  // `loaded_content`: the file content the registry's policies in force
-  // were parsed from, so that ReloadIfChanged does not reload the same
-  // content again. Pass std::nullopt if unknown: the first
-  // ReloadIfChanged then applies whatever the file holds.
+  // `loaded`: what the file held when the policies in force were chosen
+  // (its content, or the error reading it: a file missing at start), so
+  // that ReloadIfChanged does not try the same content or error again.
+  // Pass std::nullopt if unknown: the first ReloadIfChanged then applies
+  // whatever the file holds.
   ConfigReloader(std::string path, Registry* registry, Callback callback,
-                 std::optional<std::string> loaded_content);
+                 std::optional<absl::StatusOr<std::string>> loaded);
 
   ConfigReloader(const ConfigReloader&) = delete;
   ConfigReloader& operator=(const ConfigReloader&) = delete;

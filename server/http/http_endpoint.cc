@@ -151,6 +151,12 @@ int HttpEndpoint::BeginRequest(struct mg_connection* conn) {
   }
   if (path == "/metrics") return self->AnswerMetrics(conn, *info);
   if (path == "/healthz" || path == "/readyz") {
+    const absl::string_view method =
+        info->request_method != nullptr ? info->request_method : "";
+    if (method != "GET" && !head) {
+      return Respond(conn, false, 405, "Method Not Allowed",
+                     "use GET or HEAD\n", "Allow: GET, HEAD\r\n");
+    }
     return self->AnswerProbe(conn, path, head);
   }
   return Respond(conn, head, 404, "Not Found",

@@ -1,7 +1,8 @@
 // The HTTP endpoint on --metrics-listen (civetweb): /metrics (the Prometheus
 // text format, streamed from the Registry), /healthz (liveness: the process
 // answers) and /readyz (readiness: 503 while starting or shutting down);
-// 404 for any other path. Every request is answered in civetweb's
+// 404 for any other path; 405 for a method other than GET or HEAD. Every
+// request is answered in civetweb's
 // begin_request hook, and every answer closes its connection.
 //
 // A peer holding connections open without sending a request (idle, or

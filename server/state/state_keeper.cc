@@ -41,8 +41,19 @@ void StateKeeper::Persist() { OnSaved(saver_.SaveIfStale()); }
 
 void StateKeeper::SaveFinal() {
   absl::StatusOr<size_t> saved = saver_.Save();
+  if (!saved.ok()) {
+    // The last word: logged whatever the throttle says.
+    save_failures_.fetch_add(1, std::memory_order_relaxed);
+    LogEvent(LogLevel::kError, "state_save_failed",
+             {{"path", path_},
+              {"error", saved.status().message()},
+              {"failures", int64_t{1}},
+              {"why",
+               "at shutdown: open breakers and operator overrides will not "
+               "survive this restart"}});
+    return;
+  }
   OnSaved(saved);
-  if (!saved.ok()) return;
   LogEvent(LogLevel::kInfo, "state_saved",
            {{"path", path_}, {"breakers", static_cast<int64_t>(*saved)}});
 }

@@ -913,7 +913,7 @@ class ConfigReloaderTest : public TempDirTest {
   }
 
   std::unique_ptr<ConfigReloader> MakeReloader(
-      std::optional<std::string> loaded_content) {
+      std::optional<absl::StatusOr<std::string>> loaded_content) {
     return std::make_unique<ConfigReloader>(
         path_, registry_.get(),
         [this](const ReloadEvent& e) { events_.push_back(e); },
@@ -1027,6 +1027,24 @@ TEST_F(ConfigReloaderTest, ReloadOfMissingFileFailsWithNotFound) {
   EXPECT_EQ(reloader_->failures(), 1u);
   ASSERT_EQ(events_.size(), 1u);
   EXPECT_FALSE(events_[0].ok);
+}
+
+// A --config missing at start was refused then (config_rejected, trigger
+// startup): polling the same missing file is no new attempt, so no failed
+// reload is counted for it; the file appearing is applied once.
+TEST_F(ConfigReloaderTest, AFileMissingAtStartIsNotRefusedAgainByPolling) {
+  fs::remove(path_);
+  reloader_ = MakeReloader(ReadConfigFile(path_));
+  EXPECT_TRUE(reloader_->ReloadIfChanged().ok());
+  EXPECT_TRUE(reloader_->ReloadIfChanged().ok());
+  EXPECT_EQ(reloader_->failures(), 0u);
+  EXPECT_TRUE(events_.empty());
+
+  WriteFile(path_, kNewConfig);
+  EXPECT_TRUE(reloader_->ReloadIfChanged().ok());
+  EXPECT_EQ(reloader_->successes(), 1u);
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_TRUE(events_[0].ok);
 }
 
 TEST_F(ConfigReloaderTest, ReloadIfChangedDoesNothingWhileContentIsTheSame) {

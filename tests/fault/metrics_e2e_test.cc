@@ -148,6 +148,32 @@ TEST_F(MetricsE2eTest, OnlyMetricsAndTheProbesAreServed) {
   }
 }
 
+// Only GET and HEAD read the metrics port: any other method on /metrics or
+// a probe is 405 with Allow, and reads nothing.
+TEST_F(MetricsE2eTest, OtherMethodsThanGetAndHeadAreRefused) {
+  ASSERT_TRUE(proc_.Start());
+  for (const char* request :
+       {"POST /metrics HTTP/1.0\r\nContent-Length: 0\r\n\r\n",
+        "POST /healthz HTTP/1.0\r\nContent-Length: 0\r\n\r\n",
+        "DELETE /readyz HTTP/1.0\r\n\r\n"}) {
+    const int fd = ConnectLoopback(proc_.metrics_port(), absl::Seconds(5));
+    ASSERT_GE(fd, 0);
+    const std::string sent = request;
+    ASSERT_EQ(send(fd, sent.data(), sent.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(sent.size()));
+    std::string answer;
+    char buf[4096];
+    for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) {
+      answer.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 405 ")) << answer;
+    EXPECT_TRUE(absl::StrContains(answer, "Allow: GET, HEAD\r\n")) << answer;
+    EXPECT_FALSE(absl::StrContains(answer, "breakerd_")) << answer;
+  }
+  EXPECT_EQ(proc_.Get("/healthz").status, 200);
+}
+
 // Prometheus speaks HTTP/1.1: the exposition comes in chunks of about
 // 64 KiB, ended by the last chunk (an answer cut short would show), with no
 // Content-Length (nothing is rendered ahead).

@@ -357,6 +357,35 @@ TEST(SecurityE2eTest, RefusedTokenFileIsNotEchoed) {
   EXPECT_FALSE(absl::StrContains(f.log, "other-half-9b1f")) << f.log;
 }
 
+// A directory where the token file should be (a Secret mounted one level
+// off, or a file replaced by a directory while serving) is refused like
+// any bad token file: exit 2 at start, "admin_token_rejected" while serving
+// with the token in force kept. It used to abort the process.
+TEST(SecurityE2eTest, ADirectoryAsTheTokenFileIsRefusedNotACrash) {
+  BreakerdProcess at_start;
+  const std::string dir = at_start.dir() + "/token-dir";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  StartupFailure f =
+      ExpectStartupFailure(at_start, {"--admin-token-file=" + dir});
+  ASSERT_TRUE(f.exit_code.has_value()) << f.log;
+  EXPECT_EQ(*f.exit_code, 2) << f.log;
+  EXPECT_TRUE(absl::StrContains(f.log, "not a regular file")) << f.log;
+
+  BreakerdProcess serving;
+  const std::string token_file =
+      serving.WriteFile("admin-token", "tok-dir-test-4c2a\n");
+  ASSERT_TRUE(serving.Start(
+      {"--admin-token-file=" + token_file, "--config-poll-interval=50ms"}));
+  ASSERT_EQ(unlink(token_file.c_str()), 0);
+  ASSERT_EQ(mkdir(token_file.c_str(), 0700), 0);
+  EXPECT_TRUE(serving.WaitForLog("\"event\":\"admin_token_rejected\"",
+                                 absl::Seconds(10)))
+      << serving.Log();
+  EXPECT_EQ(serving.Get("/healthz").status, 200);
+  ASSERT_TRUE(serving.Signal(SIGTERM));
+  EXPECT_EQ(serving.WaitExit(absl::Seconds(15)), 0) << serving.Log();
+}
+
 // --config and --state-file naming the token file by mistake (a typo, or
 // a symlink): breakerd starts as designed (on the embedded defaults, with a
 // fresh state; strict: exit 2) and no byte of the token reaches the log.

@@ -378,6 +378,7 @@ TEST_F(BreakerctlTest, TokenFileHasBreakerdsRules) {
       {proc_.WriteFile("placeholder-token", placeholder), "placeholder"},
       {proc_.WriteFile("spaced-token", "two words-5d1e"), "printable ASCII"},
       {proc_.dir() + "/no-such-token", "cannot open"},
+      {proc_.dir(), "not a regular file"},  // it used to abort
   };
   for (const auto& [file, rule] : bad) {
     CtlResult r = Ctl({"--token-file=" + file, "force-close", "a/tripped"});

@@ -88,7 +88,6 @@ bool Outcome::Retryable() const {
       case grpc::StatusCode::UNKNOWN:
       case grpc::StatusCode::DATA_LOSS:
       case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      case grpc::StatusCode::ABORTED:
         return true;
       default:
         return false;

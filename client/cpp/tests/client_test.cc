@@ -478,6 +478,13 @@ TEST(OutcomeTest, AClassifiedStatusCarriesItsOutcome) {
   EXPECT_EQ(http.retry_after, absl::Seconds(120));
   EXPECT_TRUE(http.Retryable());
 
+  // The gRPC codes retried are those breakerd counts as failures: ABORTED
+  // (a conflict of the request) is a bad request to it, not retried.
+  EXPECT_FALSE(Outcome::FromStatus(absl::AbortedError("x")).Retryable());
+  EXPECT_TRUE(Outcome::FromStatus(absl::DataLossError("x")).Retryable());
+  EXPECT_TRUE(
+      Outcome::FromStatus(absl::ResourceExhaustedError("x")).Retryable());
+
   // An OK status carries nothing: a success.
   EXPECT_TRUE(
       Classified(absl::OkStatus(), Outcome::Of(OutcomeKind::kTimeout)).ok());

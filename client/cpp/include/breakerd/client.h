@@ -163,7 +163,8 @@ struct Outcome {
   // request, auth error, cancelled (by outcome, HTTP status or gRPC code).
   // True for timeout, connection error, server error, rate limited (HTTP
   // 408, 429, 5xx; gRPC DEADLINE_EXCEEDED, UNAVAILABLE, INTERNAL, UNKNOWN,
-  // DATA_LOSS, RESOURCE_EXHAUSTED, ABORTED).
+  // DATA_LOSS, RESOURCE_EXHAUSTED: the codes breakerd counts as failures).
+  // ABORTED, like breakerd, is the request's conflict: not retried.
   bool Retryable() const;
 };
 
