@@ -132,7 +132,15 @@ ABSL_FLAG(std::string, redis, "",
 ABSL_FLAG(std::string, redis_password_file, "",
           "File holding the Redis password (AUTH); surrounding whitespace "
           "trimmed.");
-ABSL_FLAG(int, redis_db, 0, "Redis database number for the fleet's keys.");
+ABSL_FLAG(std::string, redis_username, "",
+          "The Redis ACL user (Redis 6+) to authenticate as, with the "
+          "password of --redis-password-file; give each fleet a user limited "
+          "to its key prefix and channel (SECURITY.md). Empty: Redis's "
+          "default user.");
+ABSL_FLAG(int, redis_db, 0,
+          "Redis database number for the fleet's keys; the fleet's pub/sub "
+          "channel names it too (channels are server-wide), so fleets in "
+          "different databases never hear each other.");
 ABSL_FLAG(std::string, redis_key_prefix, "breakerd:",
           "Prefix of the fleet's Redis keys and channel; fleets sharing one "
           "Redis need distinct prefixes.");
@@ -180,6 +188,7 @@ constexpr breakerd::FlagDoc kFlagDocs[] = {
     {"state_stale_after", "DURATION"},
     {"redis", "HOST:PORT"},
     {"redis_password_file", "PATH"},
+    {"redis_username", "USER"},
     {"redis_db", "N"},
     {"redis_key_prefix", "PREFIX"},
     {"redis_timeout", "DURATION"},
@@ -411,6 +420,7 @@ int main(int argc, char** argv) {
   options.state_stale_after = absl::GetFlag(FLAGS_state_stale_after);
   options.redis = absl::GetFlag(FLAGS_redis);
   options.redis_password_file = absl::GetFlag(FLAGS_redis_password_file);
+  options.redis_username = absl::GetFlag(FLAGS_redis_username);
   options.redis_db = absl::GetFlag(FLAGS_redis_db);
   options.redis_key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);

@@ -18,6 +18,7 @@ absl::StatusOr<RedisOptions> FleetRedisOptions(const ServerOptions& options) {
   if (absl::Status s = ParseRedisAddress(options.redis, &redis); !s.ok()) {
     return s;
   }
+  redis.username = options.redis_username;
   redis.db = options.redis_db;
   redis.key_prefix = options.redis_key_prefix;
   redis.timeout = options.redis_timeout;
@@ -75,6 +76,11 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "unix-socket-mode: want octal permission bits 000..777 (got \"%o\")",
         options.unix_socket_mode));
+  }
+  if (!options.redis_username.empty() && options.redis_password_file.empty()) {
+    return absl::InvalidArgumentError(
+        "redis-username: needs --redis-password-file (AUTH takes the user's "
+        "password)");
   }
   if (!options.redis.empty()) {
     if (absl::StatusOr<RedisOptions> redis = FleetRedisOptions(options);

@@ -87,6 +87,9 @@ struct ServerOptions {
   std::string redis;
   // File holding the Redis password (trimmed); empty: no AUTH.
   std::string redis_password_file;
+  // The Redis ACL user to AUTH as (with the password); empty: the default
+  // user. REQUIRES a redis_password_file.
+  std::string redis_username;
   int redis_db = 0;
   std::string redis_key_prefix = "breakerd:";
   // Connect and per-command timeout of every Redis call.

@@ -180,6 +180,7 @@ absl::Status ServerRunner::StartFleet() {
                    absl::Hex(absl::Uniform<uint32_t>(gen), absl::kZeroPad8));
   LogEvent(LogLevel::kInfo, "fleet_mode",
            {{"redis", options_.redis},
+            {"user", redis->username.empty() ? "default" : redis->username},
             {"db", int64_t{redis->db}},
             {"key_prefix", redis->key_prefix},
             {"id", fleet.id}});

@@ -83,7 +83,19 @@ absl::Status ValidateRedisOptions(const RedisOptions& o) {
   if (o.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis-timeout: must be positive");
   }
+  for (char c : o.username) {
+    if (c < 0x21 || c > 0x7E) {
+      return absl::InvalidArgumentError(
+          "redis-username: printable ASCII without spaces only");
+    }
+  }
   return absl::OkStatus();
+}
+
+std::string FleetChannel(const RedisOptions& options) {
+  return options.db == 0
+             ? absl::StrCat(options.key_prefix, "transitions")
+             : absl::StrCat(options.key_prefix, "transitions:db", options.db);
 }
 
 absl::Status ParseRedisAddress(absl::string_view address,
@@ -118,7 +130,7 @@ void RedisStore::ReplyDeleter::operator()(redisReply* r) const {
 
 RedisStore::RedisStore(RedisOptions options)
     : options_(std::move(options)),
-      channel_(absl::StrCat(options_.key_prefix, "transitions")),
+      channel_(FleetChannel(options_)),
       wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
 RedisStore::~RedisStore() {
@@ -149,7 +161,9 @@ absl::StatusOr<redisContext*> RedisStore::Open(const std::string& host,
   redisSetTimeout(c, absl::ToTimeval(options_.timeout));
   absl::Status s;
   if (!options_.password.empty()) {
-    s = Send(c, {"AUTH", options_.password}).status();
+    s = options_.username.empty()
+            ? Send(c, {"AUTH", options_.password}).status()
+            : Send(c, {"AUTH", options_.username, options_.password}).status();
   }
   if (s.ok() && select_db && options_.db != 0) {
     s = Send(c, {"SELECT", absl::StrCat(options_.db)}).status();

@@ -12,7 +12,8 @@
 //                                    with the state key (never for forced)
 //   <prefix>{<dependency>}:state     "<version> <body>" (FormatFleetBody)
 //   <prefix>{<dependency>}:probe     the fleet-wide probe's owner, PX lease
-// and one pub/sub channel, <prefix>transitions, carrying "<version> <body>".
+// and one pub/sub channel, <prefix>transitions (<prefix>transitions:db<N>
+// for a database N other than 0), carrying "<version> <body>".
 //
 // Thread-safety: as FleetStore: one thread, except Wake().
 #ifndef BREAKERD_SERVER_FLEET_REDIS_STORE_H_
@@ -35,10 +36,13 @@ namespace breakerd {
 struct RedisOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
-  // AUTH with this password when non-empty.
+  // AUTH with this password when non-empty: as `username` (a Redis 6+ ACL
+  // user) when that is set, else as Redis's default user.
+  std::string username;
   std::string password;
-  // SELECT this database (keys only: pub/sub channels are not per database,
-  // so fleets sharing a Redis need distinct key_prefix values).
+  // SELECT this database. Pub/sub channels are server-wide, so the channel
+  // of a database other than 0 names it (<prefix>transitions:db<N>): fleets
+  // in different databases never hear each other.
   int db = 0;
   // Prefix of every key and of the channel; bytes of
   // kDependencyNameAlphabet (server/engine/dependency_name.h) only.
@@ -47,13 +51,17 @@ struct RedisOptions {
   absl::Duration timeout = absl::Milliseconds(50);
 };
 
-// Checks the options (port range, db >= 0, prefix characters, timeout > 0);
-// INVALID_ARGUMENT naming the field.
+// Checks the options (port range, db >= 0, prefix characters, timeout > 0,
+// a username of printable ASCII without spaces); INVALID_ARGUMENT naming the
+// field.
 absl::Status ValidateRedisOptions(const RedisOptions& options);
 
 // Parses "host:port" ("[v6]:port" too) into options->host/port.
 absl::Status ParseRedisAddress(absl::string_view address,
                                RedisOptions* options);
+
+// The fleet's pub/sub channel for `options` (key_prefix and db).
+std::string FleetChannel(const RedisOptions& options);
 
 class RedisStore final : public FleetStore {
  public:

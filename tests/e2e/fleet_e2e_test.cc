@@ -101,8 +101,10 @@ class RedisServer {
     if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
         write(fd, "PING\r\n", 6) == 6) {
       char buf[16] = {};
+      // With the default user off, an answer asking for AUTH is alive too.
       ok =
-          read(fd, buf, sizeof(buf) - 1) > 0 && std::string(buf) == "+PONG\r\n";
+          read(fd, buf, sizeof(buf) - 1) > 0 &&
+          (std::string(buf) == "+PONG\r\n" || absl::StartsWith(buf, "-NOAUTH"));
     }
     close(fd);
     return ok;
@@ -233,6 +235,15 @@ class FleetTest : public ::testing::Test {
     return Sample(p->Metrics(), "breakerd_fleet_connected").value_or(-1);
   }
 
+  // One successful call to `dep` through sidecar i.
+  void Succeed(int i, const std::string& dep) {
+    Acquired a = Acquire(stubs_[i].get(), dep);
+    ASSERT_TRUE(a.status.ok() && a.response.allowed());
+    ASSERT_TRUE(
+        Report(stubs_[i].get(), dep, a.response.permit(), v1::OUTCOME_SUCCESS)
+            .ok());
+  }
+
   // Opens `dep` on sidecar i with five timeouts.
   void Trip(int i, const std::string& dep) {
     for (int n = 0; n < 5; ++n) {
@@ -255,13 +266,7 @@ TEST_F(FleetTest, OneSidecarOpensAndTheOthersRefuseWithin500ms) {
   for (int i = 0; i < 3; ++i) StartSidecar();
   const std::string dep = "long/provider";
   // The others have used the dependency, and seen no failure.
-  for (int i = 1; i < 3; ++i) {
-    Acquired a = Acquire(stubs_[i].get(), dep);
-    ASSERT_TRUE(a.response.allowed());
-    ASSERT_TRUE(
-        Report(stubs_[i].get(), dep, a.response.permit(), v1::OUTCOME_SUCCESS)
-            .ok());
-  }
+  for (int i = 1; i < 3; ++i) Succeed(i, dep);
   Trip(0, dep);
   const absl::Time opened = absl::Now();
   for (int i = 1; i < 3; ++i) {
@@ -659,6 +664,134 @@ TEST_F(FleetTest, AReplicaIsRefusedAsTheFleetStore) {
   // Still a working breaker, on its own.
   auto stub = proc->BreakerStub();
   EXPECT_TRUE(Acquire(stub.get(), "replica/dep").response.allowed());
+}
+
+// redis-cli (Debian's redis-tools, beside redis-server) with `args`: its
+// output and error text.
+std::string RedisCli(int port, const std::string& args) {
+  const std::string command = absl::StrCat(
+      "/usr/bin/redis-cli -h 127.0.0.1 -p ", port, " ", args, " 2>&1");
+  std::string out;
+  if (FILE* f = popen(command.c_str(), "r"); f != nullptr) {
+    char buf[512];
+    for (size_t n; (n = fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+    pclose(f);
+  }
+  return out;
+}
+
+// The ACL that SECURITY.md gives a fleet: its own user, only its prefix's
+// keys and channels, nothing dangerous but the INFO and ROLE it asks at
+// connect (and the CLUSTER reads of a Cluster).
+const std::vector<std::string> kFleetAcl = {"on",
+                                            ">fleet-pw-7d2c",
+                                            "resetkeys",
+                                            "~breakerd:*",
+                                            "resetchannels",
+                                            "&breakerd:*",
+                                            "+@all",
+                                            "-@dangerous",
+                                            "+info",
+                                            "+role",
+                                            "+cluster|info",
+                                            "+cluster|nodes",
+                                            "+cluster|slots"};
+
+// Restarts the fleet's Redis with the default user off and the fleet's
+// user ("fleet", password fleet-pw-7d2c) as kFleetAcl says.
+::testing::AssertionResult RestartRedisWithTheFleetAcl(RedisServer* redis) {
+  redis->Kill();
+  std::vector<std::string> args = {"--user", "default", "off", "--user",
+                                   "fleet"};
+  args.insert(args.end(), kFleetAcl.begin(), kFleetAcl.end());
+  return redis->Start(0, args);
+}
+
+// --redis-username: the fleet runs as its own ACL user with the default
+// user off, and that user can touch nothing outside its prefix.
+TEST_F(FleetTest, AnAclUserLimitedToItsPrefixRunsTheFleet) {
+  ASSERT_TRUE(RestartRedisWithTheFleetAcl(redis_.get()));
+  const std::string password =
+      scratch_.WriteFile("redis-password", "fleet-pw-7d2c\n");
+  for (int i = 0; i < 2; ++i) {
+    StartSidecar(
+        {"--redis-username=fleet", "--redis-password-file=" + password});
+  }
+  const std::string dep = "long/acl";
+  Trip(0, dep);
+  EXPECT_TRUE(WaitUntil([&] {
+    return StateOf(stubs_[1].get(), dep) == v1::STATE_OPEN;
+  })) << sidecars_[1]->Log();
+  EXPECT_TRUE(absl::StrContains(sidecars_[0]->Log(), "\"user\":\"fleet\""));
+
+  const int port = redis_->port();
+  EXPECT_TRUE(absl::StrContains(RedisCli(port, "PING"), "NOAUTH"));
+  const std::string as_fleet =
+      "--user fleet --pass fleet-pw-7d2c --no-auth-warning ";
+  EXPECT_TRUE(absl::StrContains(
+      RedisCli(port, as_fleet + "SET breakerd:scratch 1"), "OK"));
+  EXPECT_TRUE(absl::StrContains(RedisCli(port, as_fleet + "SET other:key 1"),
+                                "NOPERM"));
+  EXPECT_TRUE(absl::StrContains(
+      RedisCli(port, as_fleet + "PUBLISH other:transitions x"), "NOPERM"));
+  EXPECT_TRUE(
+      absl::StrContains(RedisCli(port, as_fleet + "FLUSHALL"), "NOPERM"));
+}
+
+// A wrong password for the ACL user: breakerd runs on its own, says why,
+// and never logs the password.
+TEST_F(FleetTest, AWrongAclPasswordKeepsTheSidecarLocal) {
+  ASSERT_TRUE(RestartRedisWithTheFleetAcl(redis_.get()));
+  auto proc = std::make_unique<BreakerdProcess>();
+  const std::string password =
+      proc->WriteFile("redis-password", "not-the-pw-31e9\n");
+  ASSERT_TRUE(
+      proc->Start({"--redis=" + redis_->address(), "--redis-username=fleet",
+                   "--redis-password-file=" + password}));
+  ASSERT_TRUE(proc->WaitForLog("WRONGPASS", kWait)) << proc->Log();
+  EXPECT_EQ(FleetConnected(proc.get()), 0);
+  EXPECT_FALSE(absl::StrContains(proc->Log(), "not-the-pw-31e9"));
+  auto stub = proc->BreakerStub();
+  EXPECT_TRUE(Acquire(stub.get(), "acl/dep").response.allowed());
+}
+
+// Pub/sub channels are server-wide; the channel names the database, so a
+// trip in one database's fleet does not open another's.
+TEST_F(FleetTest, FleetsInDifferentDatabasesNeverHearEachOther) {
+  StartSidecar({"--redis-db=1"});
+  StartSidecar({"--redis-db=2"});
+  StartSidecar({"--redis-db=1"});
+  const std::string dep = "long/db";
+  for (int i : {1, 2}) Succeed(i, dep);
+  Trip(0, dep);
+  ASSERT_TRUE(WaitUntil([&] {
+    return StateOf(stubs_[2].get(), dep) == v1::STATE_OPEN;
+  })) << "the same database's sidecar did not follow\n"
+      << sidecars_[2]->Log();
+  // Each database's sidecars listen on their own channel (redis-cli prints
+  // each channel, then its subscriber count): the publish that reached
+  // db 1's sidecar went nowhere near db 2's.
+  EXPECT_EQ(RedisCli(redis_->port(),
+                     "PUBSUB NUMSUB breakerd:transitions:db1 "
+                     "breakerd:transitions:db2 breakerd:transitions"),
+            "breakerd:transitions:db1\n2\nbreakerd:transitions:db2\n1\n"
+            "breakerd:transitions\n0\n");
+  EXPECT_EQ(StateOf(stubs_[1].get(), dep), v1::STATE_CLOSED)
+      << sidecars_[1]->Log();
+  EXPECT_TRUE(Acquire(stubs_[1].get(), dep).response.allowed());
+}
+
+// --redis-username needs the password file (AUTH takes both): exit 2,
+// naming the flag.
+TEST(FleetFlagsTest, AUsernameWithoutAPasswordFileIsAConfigError) {
+  BreakerdProcess proc;
+  EXPECT_FALSE(
+      proc.Start({"--redis=127.0.0.1:6379", "--redis-username=fleet"}));
+  EXPECT_EQ(proc.WaitExit(absl::Seconds(10)), 2) << proc.Log();
+  EXPECT_TRUE(absl::StrContains(proc.Log(),
+                                "redis-username: needs "
+                                "--redis-password-file"))
+      << proc.Log();
 }
 
 // --- restart safety (no Redis needed, but harmless) ------------------------
