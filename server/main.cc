@@ -144,6 +144,10 @@ ABSL_FLAG(int, redis_db, 0,
 ABSL_FLAG(std::string, redis_key_prefix, "breakerd:",
           "Prefix of the fleet's Redis keys and channel; fleets sharing one "
           "Redis need distinct prefixes.");
+ABSL_FLAG(absl::Duration, fleet_sync_interval, absl::Milliseconds(250),
+          "Fleet mode: how often each sidecar heartbeats to the shared store "
+          "(breakerd_fleet_members counts those heard from within 4 "
+          "intervals, by Redis's clock). At least 10ms.");
 ABSL_FLAG(absl::Duration, redis_timeout, absl::Milliseconds(50),
           "Connect and per-command timeout of every Redis call (all made off "
           "the request path).");
@@ -192,6 +196,7 @@ constexpr breakerd::FlagDoc kFlagDocs[] = {
     {"redis_db", "N"},
     {"redis_key_prefix", "PREFIX"},
     {"redis_timeout", "DURATION"},
+    {"fleet_sync_interval", "DURATION"},
 };
 
 void PrintHelp(std::ostream& out) {
@@ -424,6 +429,7 @@ int main(int argc, char** argv) {
   options.redis_db = absl::GetFlag(FLAGS_redis_db);
   options.redis_key_prefix = absl::GetFlag(FLAGS_redis_key_prefix);
   options.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
+  options.fleet_sync_interval = absl::GetFlag(FLAGS_fleet_sync_interval);
 
   // The runner checks every option (ValidateServerOptions) before it starts
   // anything, and maps a failed start to the exit code.

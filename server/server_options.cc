@@ -59,6 +59,7 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
       {"shutdown-grace", options.shutdown_grace},
       {"state-stale-after", options.state_stale_after},
       {"redis-timeout", options.redis_timeout},
+      {"fleet-sync-interval", options.fleet_sync_interval},
   };
   for (const auto& [name, value] : durations) {
     if (value < absl::ZeroDuration() || value == absl::InfiniteDuration()) {
@@ -66,6 +67,11 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
           absl::StrCat(name, ": must be a finite duration >= 0 (got ",
                        absl::FormatDuration(value), ")"));
     }
+  }
+  if (options.fleet_sync_interval < absl::Milliseconds(10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet-sync-interval: must be at least 10ms (got ",
+                     absl::FormatDuration(options.fleet_sync_interval), ")"));
   }
   if (!options.trace_file.empty() && options.trace_max_bytes <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(

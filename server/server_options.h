@@ -92,6 +92,9 @@ struct ServerOptions {
   std::string redis_username;
   int redis_db = 0;
   std::string redis_key_prefix = "breakerd:";
+  // How often the fleet thread heartbeats (breakerd_fleet_members; a member
+  // silent for 4 intervals drops out).
+  absl::Duration fleet_sync_interval = absl::Milliseconds(250);
   // Connect and per-command timeout of every Redis call.
   absl::Duration redis_timeout = absl::Milliseconds(50);
 };

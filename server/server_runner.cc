@@ -172,6 +172,7 @@ absl::Status ServerRunner::StartFleet() {
     redis->password = *std::move(password);
   }
   FleetOptions fleet;
+  fleet.heartbeat_interval = options_.fleet_sync_interval;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   absl::BitGen gen;
@@ -296,6 +297,7 @@ absl::Status ServerRunner::StartMetrics() {
   if (const FleetSync* fleet = fleet_.get(); fleet != nullptr) {
     stats.fleet_connected = [fleet] { return fleet->connected(); };
     stats.fleet_counters = [fleet] { return fleet->counters(); };
+    stats.fleet_members = [fleet] { return fleet->members(); };
   }
   collector_ = std::make_shared<RegistryCollector>(
       registry_.get(), stats, options_.metrics_dependency_label);

@@ -93,8 +93,12 @@ class FleetStore {
   // ParseFleetMessage; a value longer than kMaxFleetMessageBytes may be
   // cut to kMaxFleetMessageBytes + 1 bytes (still too long: refused).
   virtual absl::StatusOr<std::vector<std::string>> ReadStates() = 0;
-  // A round trip, to notice a dead or hung store while idle.
-  virtual absl::Status Ping() = 0;
+  // Records member `id` as alive now (by the store's own clock, so that the
+  // members' clocks do not matter), forgets members not heard from for
+  // longer than `ttl`, and returns how many are alive, `id` included. Also
+  // the round trip that notices a dead or hung store while idle.
+  virtual absl::StatusOr<uint64_t> Heartbeat(absl::string_view id,
+                                             absl::Duration ttl) = 0;
   // Waits at most `timeout` for published messages (or Wake()) and returns
   // the payloads that arrived (possibly none), raw and cut as ReadStates':
   // the caller parses, validates and counts them.

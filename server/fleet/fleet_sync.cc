@@ -132,6 +132,7 @@ bool FleetSync::Join() {
     states = store_->ReadStates();
     s = states.status();
   }
+  if (s.ok()) s = Heartbeat();  // counted among the members at once
   if (!s.ok()) {
     store_->Disconnect();
     if (!logged_down_) {
@@ -157,8 +158,18 @@ bool FleetSync::Join() {
   return true;
 }
 
+absl::Status FleetSync::Heartbeat() {
+  absl::StatusOr<uint64_t> members = store_->Heartbeat(
+      options_.id, options_.heartbeat_interval * kMemberTtlIntervals);
+  next_heartbeat_ = options_.wall_now() + options_.heartbeat_interval;
+  if (!members.ok()) return members.status();
+  members_.store(*members, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
 void FleetSync::Lost(const absl::Status& status) {
   connected_.store(false, std::memory_order_release);
+  members_.store(0, std::memory_order_relaxed);
   store_->Disconnect();
   held_claims_.clear();
   Bump(&FleetCounters::disconnects);
@@ -360,9 +371,8 @@ void FleetSync::RunOnce(absl::Duration wait) {
                   now);
     Bump(&FleetCounters::published);
   }
-  if (failed.ok() && options_.wall_now() >= next_ping_) {
-    failed = store_->Ping();
-    next_ping_ = options_.wall_now() + options_.ping_interval;
+  if (failed.ok() && options_.wall_now() >= next_heartbeat_) {
+    failed = Heartbeat();
   }
   if (!failed.ok()) {
     Lost(failed);

@@ -65,8 +65,10 @@ struct FleetOptions {
   // Reconnect backoff, doubling from min to max.
   absl::Duration reconnect_min = absl::Milliseconds(200);
   absl::Duration reconnect_max = absl::Seconds(2);
-  // A round trip this often while idle notices a dead or hung store.
-  absl::Duration ping_interval = absl::Milliseconds(500);
+  // How often this sidecar heartbeats (--fleet-sync-interval): the round
+  // trip that also notices a dead or hung store while idle. A member not
+  // heard from for kMemberTtlIntervals of these drops out of members().
+  absl::Duration heartbeat_interval = absl::Milliseconds(250);
   // Stored closed/reset states expire after this; open states this long
   // after their cooldown ends; forced states never.
   absl::Duration state_ttl = absl::Minutes(10);
@@ -82,6 +84,9 @@ struct FleetOptions {
   // interval; the rest are counted in the next line's "suppressed".
   absl::Duration log_interval = absl::Seconds(1);
 };
+
+// A member silent for this many heartbeat intervals is no longer counted.
+inline constexpr int kMemberTtlIntervals = 4;
 
 class FleetSync final : public TransitionObserver, public ProbeArbiter {
  public:
@@ -116,6 +121,9 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   void OnTransition(const Transition& t) override;
 
   bool connected() const { return Active(); }
+  // The fleet's live members (this sidecar included) at the last
+  // heartbeat; 0 while the store is unreachable (breakerd_fleet_members).
+  uint64_t members() const { return members_.load(std::memory_order_relaxed); }
   FleetCounters counters() const;
   // How many dependencies' last versions are remembered (at most
   // max_tracked_versions). REQUIRES: the thread is not running (tests).
@@ -132,6 +140,9 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   bool Join();
   // After a store error: disconnected, logged once, claims answered local.
   void Lost(const absl::Status& status);
+  // Heartbeats (FleetStore::Heartbeat), keeps the members' count and
+  // schedules the next one.
+  absl::Status Heartbeat();
   // Answers every queued claim "won": the local breaker decides alone.
   void AnswerClaimsLocally();
   // Parses, validates and applies a message read from the store.
@@ -165,6 +176,7 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   const FleetOptions options_;
 
   std::atomic<bool> connected_{false};
+  std::atomic<uint64_t> members_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 
@@ -193,7 +205,7 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   absl::flat_hash_set<std::string> held_claims_;
   absl::Duration backoff_;
   absl::Time next_connect_ = absl::InfinitePast();
-  absl::Time next_ping_ = absl::InfinitePast();
+  absl::Time next_heartbeat_ = absl::InfinitePast();
   bool ever_connected_ = false;
   bool logged_down_ = false;
 };

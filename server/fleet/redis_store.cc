@@ -55,6 +55,22 @@ end
 return 0
 )";
 
+// KEYS: heartbeats. ARGV: id, ttl_ms. The live members' count. The time is
+// Redis's own (TIME), so skew between the members' clocks moves nothing.
+constexpr char kHeartbeatScript[] = R"(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return redis.call('ZCARD', KEYS[1])
+)";
+
+// The heartbeats key is tagged like a dependency named this, so that on a
+// Cluster its route is remembered like a dependency's (that dependency's
+// keys are in the same slot).
+constexpr absl::string_view kMembersTag = "members";
+
 std::string ContextError(redisContext* c, absl::string_view what) {
   return absl::StrCat(
       "redis ", what, ": ",
@@ -404,7 +420,19 @@ absl::StatusOr<std::vector<std::string>> RedisStore::ReadStates() {
   return out;
 }
 
-absl::Status RedisStore::Ping() { return Command({"PING"}).status(); }
+absl::StatusOr<uint64_t> RedisStore::Heartbeat(absl::string_view id,
+                                               absl::Duration ttl) {
+  absl::StatusOr<ReplyPtr> r = Command(
+      {"EVAL", kHeartbeatScript, "1", Key(kMembersTag, "heartbeats"),
+       std::string(id),
+       absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(ttl)))},
+      kMembersTag);
+  if (!r.ok()) return r.status();
+  if ((*r)->type != REDIS_REPLY_INTEGER || (*r)->integer < 0) {
+    return absl::InternalError("redis EVAL heartbeat: unexpected reply");
+  }
+  return static_cast<uint64_t>((*r)->integer);
+}
 
 void RedisStore::TakeMessage(redisReply* reply, std::vector<std::string>* out) {
   // ["message", channel, payload]; subscribe confirmations are skipped.

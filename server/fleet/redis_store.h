@@ -12,6 +12,9 @@
 //                                    with the state key (never for forced)
 //   <prefix>{<dependency>}:state     "<version> <body>" (FormatFleetBody)
 //   <prefix>{<dependency>}:probe     the fleet-wide probe's owner, PX lease
+//   <prefix>{members}:heartbeats     the live members: a sorted set of
+//                                    ids scored by their last heartbeat in
+//                                    Redis TIME (ms); expires when all go
 // and one pub/sub channel, <prefix>transitions (<prefix>transitions:db<N>
 // for a database N other than 0), carrying "<version> <body>".
 //
@@ -82,7 +85,8 @@ class RedisStore final : public FleetStore {
   absl::Status ReleaseProbe(absl::string_view dependency,
                             absl::string_view owner) override;
   absl::StatusOr<std::vector<std::string>> ReadStates() override;
-  absl::Status Ping() override;
+  absl::StatusOr<uint64_t> Heartbeat(absl::string_view id,
+                                     absl::Duration ttl) override;
   absl::StatusOr<std::vector<std::string>> Receive(
       absl::Duration timeout) override;
   void Wake() override;

@@ -104,6 +104,11 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
         "Fleet mode (--redis): 1 while the shared store is reachable, 0 "
         "while this sidecar breaks on its own (local breakers, local "
         "probes). Absent without --redis."),
+    Def("breakerd_fleet_members", MetricKind::kGauge, {}, 0,
+        "Fleet mode: the sidecars that heartbeat to the shared store (this "
+        "one included), by the store's clock; one silent for 4 "
+        "--fleet-sync-interval drops out. 0 while the store is unreachable. "
+        "Absent without --redis."),
     Def("breakerd_fleet_events_total", MetricKind::kCounter, kEvent, 0,
         "Fleet mode: states published and applied, duplicates dropped, probe "
         "claims won and lost, publish failures, connects and disconnects "
@@ -259,6 +264,8 @@ bool FamilyExported(FamilyId id, const ProcessStats& stats,
       return label != DependencyLabel::kOmit;
     case FamilyId::kFleetConnected:
       return static_cast<bool>(stats.fleet_connected);
+    case FamilyId::kFleetMembers:
+      return static_cast<bool>(stats.fleet_members);
     case FamilyId::kFleetEvents:
       return static_cast<bool>(stats.fleet_counters);
     case FamilyId::kAdminAuthFailures:
@@ -304,6 +311,10 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
   if (Has(families, FamilyId::kFleetConnected) && stats.fleet_connected) {
     sink->AddSample(FamilyId::kFleetConnected, {},
                     stats.fleet_connected() ? 1 : 0);
+  }
+  if (Has(families, FamilyId::kFleetMembers) && stats.fleet_members) {
+    sink->AddSample(FamilyId::kFleetMembers, {},
+                    static_cast<double>(stats.fleet_members()));
   }
   if (Has(families, FamilyId::kFleetEvents) && stats.fleet_counters) {
     const FleetCounters c = stats.fleet_counters();

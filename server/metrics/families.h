@@ -88,6 +88,9 @@ struct ProcessStats {
   // (breakerd_fleet_connected), and event counts
   // (breakerd_fleet_events_total{event}).
   std::function<bool()> fleet_connected;
+  // The fleet's live members seen at the last heartbeat, 0 while the store
+  // is unreachable (breakerd_fleet_members).
+  std::function<uint64_t()> fleet_members;
   std::function<FleetCounters()> fleet_counters;
   // Admin calls refused as unauthenticated since start
   // (breakerd_admin_auth_failures_total); unset: the family is absent.
@@ -116,11 +119,12 @@ enum class FamilyId : int {
   kGrpcHandled,
   kGrpcHandlingSeconds,
   kFleetConnected,
+  kFleetMembers,
   kFleetEvents,
   kAdminAuthFailures,
   kStateSaveFailures,
 };
-inline constexpr int kFamilyCount = 20;
+inline constexpr int kFamilyCount = 21;
 // The families before kBreakers are per breaker: fed by
 // EmitBreakerSamples, with "dependency" as their first label.
 inline constexpr int kPerBreakerFamilyCount = 8;

@@ -680,6 +680,26 @@ std::string RedisCli(int port, const std::string& args) {
   return out;
 }
 
+// breakerd_fleet_members counts the sidecars that heartbeat (by Redis's
+// clock): three, then two once one is killed without a goodbye.
+TEST_F(FleetTest, MembersCountTheLiveSidecars) {
+  for (int i = 0; i < 3; ++i) StartSidecar({"--fleet-sync-interval=50ms"});
+  auto members = [](BreakerdProcess* p) {
+    return Sample(p->Metrics(), "breakerd_fleet_members").value_or(-1);
+  };
+  for (auto& p : sidecars_) {
+    BreakerdProcess* proc = p.get();
+    EXPECT_TRUE(WaitUntil([&] { return members(proc) == 3; })) << members(proc);
+  }
+  kill(sidecars_[2]->pid(), SIGKILL);
+  for (int i = 0; i < 2; ++i) {
+    BreakerdProcess* proc = sidecars_[i].get();
+    EXPECT_TRUE(WaitUntil([&] { return members(proc) == 2; })) << members(proc);
+  }
+  EXPECT_EQ(RedisCli(redis_->port(), "ZCARD breakerd:{members}:heartbeats"),
+            "2\n");
+}
+
 // The ACL that SECURITY.md gives a fleet: its own user, only its prefix's
 // keys and channels, nothing dangerous but the INFO and ROLE it asks at
 // connect (and the CLUSTER reads of a Cluster).

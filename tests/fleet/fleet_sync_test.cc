@@ -41,6 +41,8 @@ struct FakeRedis {
   std::map<std::string, Probe> probes;
   std::vector<FakeStore*> subscribers;
   int claims = 0;
+  // Each member's last heartbeat, by the store's clock (`wall`).
+  std::map<std::string, absl::Time> heartbeats;
 };
 
 class FakeStore : public FleetStore {
@@ -98,7 +100,16 @@ class FakeStore : public FleetStore {
     for (const auto& [dep, text] : r_->states) out.push_back(text);
     return out;
   }
-  absl::Status Ping() override { return Check(); }
+  absl::StatusOr<uint64_t> Heartbeat(absl::string_view id,
+                                     absl::Duration ttl) override {
+    if (absl::Status s = Check(); !s.ok()) return s;
+    r_->heartbeats[std::string(id)] = *r_->wall;
+    uint64_t alive = 0;
+    for (const auto& [member, at] : r_->heartbeats) {
+      if (*r_->wall - at <= ttl) ++alive;
+    }
+    return alive;
+  }
   absl::StatusOr<std::vector<std::string>> Receive(absl::Duration) override {
     if (absl::Status s = Check(); !s.ok()) return s;
     std::vector<std::string> out(inbox_.begin(), inbox_.end());
@@ -334,6 +345,45 @@ TEST_F(FleetSyncTest, AnotherSidecarClaimsAfterTheProbersLeaseLapses) {
   EXPECT_FALSE(b_->Acquire("dep/x").allowed);  // asks again
   b_->Step();
   EXPECT_TRUE(b_->Acquire("dep/x").probe);
+}
+
+// Members are those that heartbeat: every kMemberTtlIntervals heartbeat
+// intervals without one, a member drops out; one that reconnects is back.
+// While the store is away, a sidecar knows no members.
+TEST_F(FleetSyncTest, MembersAreThoseWhoHeartbeatRecently) {
+  // Each counts those heard from so far: a joined before b.
+  EXPECT_EQ(a_->sync->members(), 1u);
+  EXPECT_EQ(b_->sync->members(), 2u);
+  const absl::Duration interval = FleetOptions().heartbeat_interval;
+  Advance(interval);
+  StepAll();
+  EXPECT_EQ(a_->sync->members(), 2u);
+  Sidecar c("c", &redis_, &wall_);
+  c.Step();
+  EXPECT_EQ(c.sync->members(), 3u);
+  Advance(interval);
+  StepAll();
+  EXPECT_EQ(a_->sync->members(), 3u);
+
+  // c stops heartbeating: still counted within the ttl, gone after it.
+  for (int i = 1; i < kMemberTtlIntervals; ++i) {
+    Advance(interval);
+    StepAll();
+  }
+  EXPECT_EQ(a_->sync->members(), 3u);
+  Advance(interval + absl::Milliseconds(1));
+  StepAll();
+  EXPECT_EQ(a_->sync->members(), 2u);
+  EXPECT_EQ(b_->sync->members(), 2u);
+
+  c.Step();
+  EXPECT_EQ(c.sync->members(), 3u);
+
+  redis_.up = false;
+  Advance(interval);
+  StepAll();
+  EXPECT_FALSE(a_->sync->connected());
+  EXPECT_EQ(a_->sync->members(), 0u);
 }
 
 TEST_F(FleetSyncTest, StoreDownMeansLocalBreakersThenRejoin) {
