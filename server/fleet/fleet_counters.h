@@ -19,6 +19,9 @@ struct FleetCounters {
   uint64_t disconnects = 0;
   // Messages refused: malformed, out of range, or an implausible version.
   uint64_t refused = 0;
+  // Times the store was found to have forgotten the fleet's keys (its
+  // incarnation changed while connected) and this sidecar re-synced.
+  uint64_t store_resets = 0;
 };
 
 }  // namespace breakerd

@@ -48,6 +48,8 @@ inline constexpr uint64_t kMaxFleetVersion = INT64_MAX;
 // 9999-12-31T23:59:59.999Z: later cooldown ends are not wall-clock times.
 inline constexpr int64_t kMaxFleetUnixMs = 253402300799999;
 inline constexpr uint32_t kMaxFleetEscalation = 64;
+// The store's incarnation: an origin, "@" and a time.
+inline constexpr size_t kMaxIncarnationBytes = 256;
 
 // The wire form (store value and pub/sub payload) without the version:
 // "<origin> <kind> <open_until_unix_ms> <escalation> <dependency>".
@@ -66,6 +68,12 @@ struct ClaimAnswer {
   bool won = false;
   // The lease left: the full lease if won, else the holder's.
   absl::Duration lease = absl::ZeroDuration();
+};
+
+struct HeartbeatAnswer {
+  uint64_t members = 0;
+  // At most kMaxIncarnationBytes (a longer stored value is cut).
+  std::string incarnation;
 };
 
 class FleetStore {
@@ -95,10 +103,14 @@ class FleetStore {
   virtual absl::StatusOr<std::vector<std::string>> ReadStates() = 0;
   // Records member `id` as alive now (by the store's own clock, so that the
   // members' clocks do not matter), forgets members not heard from for
-  // longer than `ttl`, and returns how many are alive, `id` included. Also
-  // the round trip that notices a dead or hung store while idle.
-  virtual absl::StatusOr<uint64_t> Heartbeat(absl::string_view id,
-                                             absl::Duration ttl) = 0;
+  // longer than `ttl`, and answers how many are alive, `id` included, and
+  // the store's incarnation: a value kept in the store, set to a new one
+  // (`id` and the store's time) by the first heartbeat that finds none. A store
+  // that forgets its keys (FLUSHALL, a restart without persistence, eviction)
+  // comes back with another incarnation. Also the round trip that notices a
+  // dead or hung store while idle.
+  virtual absl::StatusOr<HeartbeatAnswer> Heartbeat(absl::string_view id,
+                                                    absl::Duration ttl) = 0;
   // Waits at most `timeout` for published messages (or Wake()) and returns
   // the payloads that arrived (possibly none), raw and cut as ReadStates':
   // the caller parses, validates and counts them.

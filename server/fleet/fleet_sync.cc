@@ -129,6 +129,7 @@ bool FleetSync::Join() {
     // and versions drop what arrives twice.
     last_version_.clear();
     version_order_.clear();
+    incarnation_.clear();  // the first heartbeat's is the baseline
     states = store_->ReadStates();
     s = states.status();
   }
@@ -159,11 +160,32 @@ bool FleetSync::Join() {
 }
 
 absl::Status FleetSync::Heartbeat() {
-  absl::StatusOr<uint64_t> members = store_->Heartbeat(
+  absl::StatusOr<HeartbeatAnswer> answer = store_->Heartbeat(
       options_.id, options_.heartbeat_interval * kMemberTtlIntervals);
   next_heartbeat_ = options_.wall_now() + options_.heartbeat_interval;
-  if (!members.ok()) return members.status();
-  members_.store(*members, std::memory_order_relaxed);
+  if (!answer.ok()) return answer.status();
+  members_.store(answer->members, std::memory_order_relaxed);
+  if (incarnation_.empty() || answer->incarnation == incarnation_) {
+    incarnation_ = answer->incarnation;
+    return absl::OkStatus();
+  }
+  // The store forgot the fleet's keys (FLUSHALL, a restart without
+  // persistence, eviction): its versions restart from 1, and the versions
+  // remembered here would drop every new message as a duplicate. Forget
+  // them and read the store again, as at a join.
+  const std::string was = std::exchange(incarnation_, answer->incarnation);
+  Bump(&FleetCounters::store_resets);
+  LogEvent(LogLevel::kError, "fleet_store_reset",
+           {{"incarnation_was", was},
+            {"incarnation", incarnation_},
+            {"action",
+             "versions forgotten, stored states read again; states stored "
+             "before the reset are gone from the store"}});
+  last_version_.clear();
+  version_order_.clear();
+  absl::StatusOr<std::vector<std::string>> states = store_->ReadStates();
+  if (!states.ok()) return states.status();
+  for (const std::string& text : *states) ApplyText(text, /*rejoin=*/true);
   return absl::OkStatus();
 }
 

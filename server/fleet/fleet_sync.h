@@ -141,7 +141,9 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   // After a store error: disconnected, logged once, claims answered local.
   void Lost(const absl::Status& status);
   // Heartbeats (FleetStore::Heartbeat), keeps the members' count and
-  // schedules the next one.
+  // schedules the next one. A changed incarnation means the store forgot
+  // its keys: counted (store_resets), logged ("fleet_store_reset"), the
+  // versions seen forgotten and the stored states read again.
   absl::Status Heartbeat();
   // Answers every queued claim "won": the local breaker decides alone.
   void AnswerClaimsLocally();
@@ -206,6 +208,8 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   absl::Duration backoff_;
   absl::Time next_connect_ = absl::InfinitePast();
   absl::Time next_heartbeat_ = absl::InfinitePast();
+  // The store's incarnation seen since the last join; empty before.
+  std::string incarnation_;
   bool ever_connected_ = false;
   bool logged_down_ = false;
 };

@@ -55,15 +55,22 @@ end
 return 0
 )";
 
-// KEYS: heartbeats. ARGV: id, ttl_ms. The live members' count. The time is
-// Redis's own (TIME), so skew between the members' clocks moves nothing.
+// KEYS: heartbeats, incarnation. ARGV: id, ttl_ms, the longest incarnation
+// read. {live members, incarnation}. The time is Redis's own (TIME), so
+// skew between the members' clocks moves nothing. The incarnation is read
+// with GETRANGE, so a huge value written by someone else costs nothing.
 constexpr char kHeartbeatScript[] = R"(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return redis.call('ZCARD', KEYS[1])
+local inc = redis.call('GETRANGE', KEYS[2], 0, tonumber(ARGV[3]) - 1)
+if inc == '' then
+  inc = ARGV[1] .. '@' .. t[1] .. '.' .. t[2]
+  redis.call('SET', KEYS[2], inc)
+end
+return {redis.call('ZCARD', KEYS[1]), inc}
 )";
 
 // The heartbeats key is tagged like a dependency named this, so that on a
@@ -420,18 +427,28 @@ absl::StatusOr<std::vector<std::string>> RedisStore::ReadStates() {
   return out;
 }
 
-absl::StatusOr<uint64_t> RedisStore::Heartbeat(absl::string_view id,
-                                               absl::Duration ttl) {
+absl::StatusOr<HeartbeatAnswer> RedisStore::Heartbeat(absl::string_view id,
+                                                      absl::Duration ttl) {
   absl::StatusOr<ReplyPtr> r = Command(
-      {"EVAL", kHeartbeatScript, "1", Key(kMembersTag, "heartbeats"),
-       std::string(id),
-       absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(ttl)))},
+      {"EVAL", kHeartbeatScript, "2", Key(kMembersTag, "heartbeats"),
+       Key(kMembersTag, "incarnation"), std::string(id),
+       absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(ttl))),
+       absl::StrCat(kMaxIncarnationBytes)},
       kMembersTag);
   if (!r.ok()) return r.status();
-  if ((*r)->type != REDIS_REPLY_INTEGER || (*r)->integer < 0) {
+  const redisReply* reply = r->get();
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+      reply->element[0]->type != REDIS_REPLY_INTEGER ||
+      reply->element[0]->integer < 0 ||
+      reply->element[1]->type != REDIS_REPLY_STRING) {
     return absl::InternalError("redis EVAL heartbeat: unexpected reply");
   }
-  return static_cast<uint64_t>((*r)->integer);
+  HeartbeatAnswer answer;
+  answer.members = static_cast<uint64_t>(reply->element[0]->integer);
+  answer.incarnation.assign(
+      reply->element[1]->str,
+      std::min<size_t>(reply->element[1]->len, kMaxIncarnationBytes));
+  return answer;
 }
 
 void RedisStore::TakeMessage(redisReply* reply, std::vector<std::string>* out) {

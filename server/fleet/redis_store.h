@@ -15,6 +15,8 @@
 //   <prefix>{members}:heartbeats     the live members: a sorted set of
 //                                    ids scored by their last heartbeat in
 //                                    Redis TIME (ms); expires when all go
+//   <prefix>{members}:incarnation    the store's incarnation ("<id>@<TIME>"
+//                                    of the heartbeat that found none)
 // and one pub/sub channel, <prefix>transitions (<prefix>transitions:db<N>
 // for a database N other than 0), carrying "<version> <body>".
 //
@@ -85,8 +87,8 @@ class RedisStore final : public FleetStore {
   absl::Status ReleaseProbe(absl::string_view dependency,
                             absl::string_view owner) override;
   absl::StatusOr<std::vector<std::string>> ReadStates() override;
-  absl::StatusOr<uint64_t> Heartbeat(absl::string_view id,
-                                     absl::Duration ttl) override;
+  absl::StatusOr<HeartbeatAnswer> Heartbeat(absl::string_view id,
+                                            absl::Duration ttl) override;
   absl::StatusOr<std::vector<std::string>> Receive(
       absl::Duration timeout) override;
   void Wake() override;

@@ -323,7 +323,7 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
         {"applied", c.applied},      {"duplicate", c.duplicates},
         {"claim_won", c.claims_won}, {"claim_lost", c.claims_lost},
         {"connected", c.connects},   {"disconnected", c.disconnects},
-        {"refused", c.refused}};
+        {"refused", c.refused},      {"store_reset", c.store_resets}};
     for (const auto& [event, count] : events) {
       sink->AddCount(FamilyId::kFleetEvents, {event}, count);
     }

@@ -448,15 +448,58 @@ policies:
 
 constexpr char kFleetAdminToken[] = "fleet-admin-token-61e0";
 
+// A context for an Admin call with the fleet's token, 5 s deadline.
+void AdminContext(grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  ctx->AddMetadata("authorization", BearerToken(kFleetAdminToken));
+}
+
 grpc::Status ForceOpen(BreakerdProcess* p, const std::string& dep,
                        v1::AdminResponse* response) {
-  auto admin = p->AdminStub();
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  ctx.AddMetadata("authorization", BearerToken(kFleetAdminToken));
+  AdminContext(&ctx);
   v1::ForceOpenRequest req;
   req.set_dependency(dep);
-  return admin->ForceOpen(&ctx, req, response);
+  return p->AdminStub()->ForceOpen(&ctx, req, response);
+}
+
+grpc::Status ResetBreaker(BreakerdProcess* p, const std::string& dep) {
+  grpc::ClientContext ctx;
+  AdminContext(&ctx);
+  v1::ResetRequest req;
+  req.set_dependency(dep);
+  v1::AdminResponse response;
+  return p->AdminStub()->Reset(&ctx, req, &response);
+}
+
+// The split: ForceOpen through A, Reset through A (versions 1 and
+// 2), FLUSHALL, ForceOpen through A again (version 1 of an empty store). B
+// used to drop it as a duplicate of version 1 and stay closed; it sees the
+// store's new incarnation at its next heartbeat and reads the store again.
+TEST_F(FleetTest, AFlushedStoreIsDetectedAndTheFleetStaysInStep) {
+  const std::string token = scratch_.WriteFile("admin-token", kFleetAdminToken);
+  for (int i = 0; i < 2; ++i) {
+    StartSidecar({"--admin-token-file=" + token, "--fleet-sync-interval=50ms"});
+  }
+  const std::string dep = "flush/provider";
+  v1::AdminResponse forced;
+  ASSERT_TRUE(ForceOpen(sidecars_[0].get(), dep, &forced).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return StateOf(stubs_[1].get(), dep) == v1::STATE_FORCED_OPEN; }));
+  ASSERT_TRUE(ResetBreaker(sidecars_[0].get(), dep).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return StateOf(stubs_[1].get(), dep) == v1::STATE_CLOSED; }));
+
+  ASSERT_EQ(redis_->Command({"FLUSHALL"}), "+OK");
+  ASSERT_TRUE(ForceOpen(sidecars_[0].get(), dep, &forced).ok());
+  EXPECT_TRUE(WaitUntil([&] {
+    return StateOf(stubs_[1].get(), dep) == v1::STATE_FORCED_OPEN;
+  })) << sidecars_[1]->Log();
+  EXPECT_TRUE(sidecars_[1]->WaitForLog("fleet_store_reset", kWait));
+  EXPECT_GE(Sample(sidecars_[1]->Metrics(),
+                   "breakerd_fleet_events_total{event=\"store_reset\"}")
+                .value_or(0),
+            1);
 }
 
 // Sidecar A tries "trial/*" in shadow mode, sidecar B enforces it. A's

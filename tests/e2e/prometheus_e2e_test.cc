@@ -474,9 +474,13 @@ defaults:
   retry_budget: { ratio: 0.1, min_per_second: 1, ttl: 10s }
 )");
   // With a state file, as the shipped components run it (its failure
-  // counter is exported only then).
-  ASSERT_TRUE(proc.Start(
-      {"--config=" + config, "--state-file=" + proc.dir() + "/state"}));
+  // counter is exported only then), and in fleet mode (the fleet families
+  // are exported only then) with nothing listening at its Redis: the
+  // breakers work on their own, and the fleet rules see real fleet series
+  // (connected 0, members 0, every event counter).
+  ASSERT_TRUE(
+      proc.Start({"--config=" + config, "--state-file=" + proc.dir() + "/state",
+                  "--redis=127.0.0.1:1"}));
   auto stub = proc.BreakerStub();
 
   // Declared after `proc`: destroyed (stopped) before proc removes the

@@ -43,6 +43,15 @@ struct FakeRedis {
   int claims = 0;
   // Each member's last heartbeat, by the store's clock (`wall`).
   std::map<std::string, absl::Time> heartbeats;
+  std::string incarnation;
+  // FLUSHALL: every key gone (connections and subscriptions stay).
+  void Flush() {
+    versions.clear();
+    states.clear();
+    probes.clear();
+    heartbeats.clear();
+    incarnation.clear();
+  }
 };
 
 class FakeStore : public FleetStore {
@@ -100,15 +109,19 @@ class FakeStore : public FleetStore {
     for (const auto& [dep, text] : r_->states) out.push_back(text);
     return out;
   }
-  absl::StatusOr<uint64_t> Heartbeat(absl::string_view id,
-                                     absl::Duration ttl) override {
+  absl::StatusOr<HeartbeatAnswer> Heartbeat(absl::string_view id,
+                                            absl::Duration ttl) override {
     if (absl::Status s = Check(); !s.ok()) return s;
     r_->heartbeats[std::string(id)] = *r_->wall;
-    uint64_t alive = 0;
+    HeartbeatAnswer answer;
     for (const auto& [member, at] : r_->heartbeats) {
-      if (*r_->wall - at <= ttl) ++alive;
+      if (*r_->wall - at <= ttl) ++answer.members;
     }
-    return alive;
+    if (r_->incarnation.empty()) {
+      r_->incarnation = absl::StrCat(id, "@", absl::FormatTime(*r_->wall));
+    }
+    answer.incarnation = r_->incarnation;
+    return answer;
   }
   absl::StatusOr<std::vector<std::string>> Receive(absl::Duration) override {
     if (absl::Status s = Check(); !s.ok()) return s;
@@ -384,6 +397,43 @@ TEST_F(FleetSyncTest, MembersAreThoseWhoHeartbeatRecently) {
   StepAll();
   EXPECT_FALSE(a_->sync->connected());
   EXPECT_EQ(a_->sync->members(), 0u);
+}
+
+// The issue's split: after a FLUSHALL the versions restart at 1, and a
+// sidecar that remembered version 2 dropped the new version 1 as a
+// duplicate. The heartbeat sees the store's new incarnation: the sidecar
+// counts it, forgets its versions and reads the store again.
+TEST_F(FleetSyncTest, AStoreThatForgotItsKeysIsDetectedAndReadAgain) {
+  ASSERT_TRUE(a_->registry.ForceOpen("dep/flush").ok());
+  StepAll();
+  StepAll();
+  ASSERT_EQ(b_->State("dep/flush"), State::kForcedOpen);
+  ASSERT_TRUE(a_->registry.Reset("dep/flush").ok());
+  StepAll();
+  StepAll();
+  ASSERT_EQ(b_->State("dep/flush"), State::kClosed);
+  ASSERT_EQ(redis_.versions["dep/flush"], 2u);
+
+  redis_.Flush();
+  ASSERT_TRUE(a_->registry.ForceOpen("dep/flush").ok());
+  a_->Step();  // publishes version 1 of the new incarnation
+  ASSERT_EQ(redis_.versions["dep/flush"], 1u);
+  Advance(FleetOptions().heartbeat_interval);
+  StepAll();
+  StepAll();
+  EXPECT_EQ(b_->State("dep/flush"), State::kForcedOpen);
+  EXPECT_EQ(b_->sync->counters().store_resets, 1u);
+  EXPECT_EQ(a_->sync->counters().store_resets, 1u);
+
+  // From then on versions count from the new baseline: a later reset
+  // arrives as usual, and nothing is counted again.
+  ASSERT_TRUE(a_->registry.Reset("dep/flush").ok());
+  StepAll();
+  StepAll();
+  EXPECT_EQ(b_->State("dep/flush"), State::kClosed);
+  Advance(FleetOptions().heartbeat_interval);
+  StepAll();
+  EXPECT_EQ(b_->sync->counters().store_resets, 1u);
 }
 
 TEST_F(FleetSyncTest, StoreDownMeansLocalBreakersThenRejoin) {

@@ -34,7 +34,10 @@ def test_fail_open_and_closed_when_breakerd_is_killed(
     own_breakerd.kill()
 
     # The stream dropped: the cache is cleared, nothing is refused LOCAL.
+    # Both clients' streams: each learns of it on its own thread (CI once
+    # ran `closed`'s acquire before its stream had noticed).
     wait_for(lambda: client.cached_state(dep) is None, 10, "the cache to be cleared")
+    wait_for(lambda: closed.cached_state(dep) is None, 10, "closed's cache to be cleared")
     before = client.stats()
     decision, elapsed = _timed_acquire(client, dep)
     assert decision.allowed and decision.source == Source.FAIL_OPEN
