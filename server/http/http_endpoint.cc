@@ -144,20 +144,21 @@ int HttpEndpoint::BeginRequest(struct mg_connection* conn) {
                            : nullptr;
   const std::string path =
       info != nullptr && info->local_uri != nullptr ? info->local_uri : "";
-  const bool head = info != nullptr && info->request_method != nullptr &&
-                    absl::string_view(info->request_method) == "HEAD";
+  const absl::string_view method =
+      info != nullptr && info->request_method != nullptr ? info->request_method
+                                                         : "";
+  const bool head = method == "HEAD";
   if (self == nullptr) {
     return Respond(conn, head, 503, "Service Unavailable", "starting\n");
   }
-  if (path == "/metrics") return self->AnswerMetrics(conn, *info);
-  if (path == "/healthz" || path == "/readyz") {
-    const absl::string_view method =
-        info->request_method != nullptr ? info->request_method : "";
+  const bool metrics = path == "/metrics";
+  if (metrics || path == "/healthz" || path == "/readyz") {
     if (method != "GET" && !head) {
       return Respond(conn, false, 405, "Method Not Allowed",
                      "use GET or HEAD\n", "Allow: GET, HEAD\r\n");
     }
-    return self->AnswerProbe(conn, path, head);
+    return metrics ? self->AnswerMetrics(conn, *info, head)
+                   : self->AnswerProbe(conn, path, head);
   }
   return Respond(conn, head, 404, "Not Found",
                  "not found: this port serves /metrics, /healthz and "
@@ -195,14 +196,7 @@ int HttpEndpoint::AnswerProbe(struct mg_connection* conn,
 // (RegistryCollector::WriteText), not by prometheus-cpp's serializer, which
 // costs ten times as much for the same samples. HEAD renders nothing.
 int HttpEndpoint::AnswerMetrics(struct mg_connection* conn,
-                                const struct mg_request_info& info) {
-  const absl::string_view method =
-      info.request_method != nullptr ? info.request_method : "";
-  const bool head = method == "HEAD";
-  if (method != "GET" && !head) {
-    return Respond(conn, false, 405, "Method Not Allowed", "use GET or HEAD\n",
-                   "Allow: GET, HEAD\r\n");
-  }
+                                const struct mg_request_info& info, bool head) {
   const bool chunked = info.http_version == nullptr ||
                        absl::string_view(info.http_version) != "1.0";
   const std::string response_head =

@@ -84,8 +84,9 @@ class HttpEndpoint {
   static int BeginRequest(struct mg_connection* conn);
   int AnswerProbe(struct mg_connection* conn, const std::string& path,
                   bool head) const;
+  // REQUIRES: a GET or HEAD (`head`) request.
   int AnswerMetrics(struct mg_connection* conn,
-                    const struct mg_request_info& info);
+                    const struct mg_request_info& info, bool head);
 
   const RegistryCollector* const collector_;
   ScrapeLimiter limiter_;

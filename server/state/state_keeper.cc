@@ -41,24 +41,13 @@ void StateKeeper::Persist() { OnSaved(saver_.SaveIfStale()); }
 
 void StateKeeper::SaveFinal() {
   absl::StatusOr<size_t> saved = saver_.Save();
-  if (!saved.ok()) {
-    // The last word: logged whatever the throttle says.
-    save_failures_.fetch_add(1, std::memory_order_relaxed);
-    LogEvent(LogLevel::kError, "state_save_failed",
-             {{"path", path_},
-              {"error", saved.status().message()},
-              {"failures", int64_t{1}},
-              {"why",
-               "at shutdown: open breakers and operator overrides will not "
-               "survive this restart"}});
-    return;
-  }
-  OnSaved(saved);
+  OnSaved(saved, /*final=*/true);
+  if (!saved.ok()) return;
   LogEvent(LogLevel::kInfo, "state_saved",
            {{"path", path_}, {"breakers", static_cast<int64_t>(*saved)}});
 }
 
-void StateKeeper::OnSaved(const absl::StatusOr<size_t>& saved) {
+void StateKeeper::OnSaved(const absl::StatusOr<size_t>& saved, bool final) {
   if (saved.ok()) {
     if (const std::optional<uint64_t> failures = failure_log_.Reset();
         failures.has_value()) {
@@ -69,16 +58,21 @@ void StateKeeper::OnSaved(const absl::StatusOr<size_t>& saved) {
     return;
   }
   save_failures_.fetch_add(1, std::memory_order_relaxed);
-  const std::optional<uint64_t> failures =
+  std::optional<uint64_t> failures =
       failure_log_.Count(MonotonicClock::Get()->NowNanos());
+  // The shutdown's failure is the last word: logged whatever the throttle
+  // says, with the failures not logged since the previous line.
+  if (!failures.has_value() && final) failures = failure_log_.Reset();
   if (!failures.has_value()) return;
   LogEvent(LogLevel::kError, "state_save_failed",
            {{"path", path_},
             {"error", saved.status().message()},
             {"failures", static_cast<int64_t>(*failures)},
-            {"why",
-             "open breakers and operator overrides will not survive a "
-             "restart until a write works (tried again every second)"}});
+            {"why", final ? "at shutdown: open breakers and operator "
+                            "overrides will not survive this restart"
+                          : "open breakers and operator overrides will not "
+                            "survive a restart until a write works (tried "
+                            "again every second)"}});
 }
 
 }  // namespace breakerd

@@ -59,8 +59,9 @@ class StateKeeper {
 
  private:
   void Restore(Registry* registry, absl::Duration stale_after);
-  // Counts and logs (rate-limited) the outcome of a write.
-  void OnSaved(const absl::StatusOr<size_t>& saved);
+  // Counts and logs (rate-limited) the outcome of a write; a `final`
+  // failure (at shutdown) is logged whatever the rate limit says.
+  void OnSaved(const absl::StatusOr<size_t>& saved, bool final = false);
 
   const std::string path_;
   StateSaver saver_;

@@ -11,11 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/engine/clock.h"
 #include "server/engine/registry.h"
+#include "server/log/json_log.h"
+#include "server/state/state_keeper.h"
 #include "server/state/state_saver.h"
 
 namespace breakerd {
@@ -624,6 +627,32 @@ TEST_F(StateSaverTest, AFailedWriteIsTriedAgain) {
   EXPECT_FALSE(saver.SaveIfStale().ok());
   // Still stale: the next attempt writes again (and fails again here).
   EXPECT_FALSE(saver.SaveIfStale().ok());
+}
+
+// StateKeeper: a directory that cannot be written is reported at start,
+// then at most once a minute; the shutdown's failed write is logged anyway,
+// with the failures not logged since the previous line.
+TEST_F(StateFileIoTest, TheShutdownsFailedWriteIsLoggedWhateverTheRateLimit) {
+  std::vector<std::string> failed;
+  LogWriter previous = SetLogWriterForTesting([&](absl::string_view line) {
+    if (absl::StrContains(line, "\"state_save_failed\"")) {
+      failed.emplace_back(line);
+    }
+  });
+  FakeClock clock;
+  Registry registry(Policies(), &clock, 42);
+  const std::string missing = absl::StrCat(dir_, "/not-there/breakerd.state");
+  StateKeeper keeper(&registry, missing, absl::Minutes(10));
+  ASSERT_EQ(failed.size(), 1u);  // at start
+  ASSERT_TRUE(registry.ForceOpen("search/api").ok());
+  keeper.Persist();  // within the minute: counted, not logged
+  EXPECT_EQ(failed.size(), 1u);
+  keeper.SaveFinal();
+  SetLogWriterForTesting(std::move(previous));
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_THAT(failed[1], HasSubstr("\"failures\":2"));
+  EXPECT_THAT(failed[1], HasSubstr("at shutdown"));
+  EXPECT_EQ(keeper.save_failures(), 3u);
 }
 
 }  // namespace
