@@ -13,9 +13,9 @@
 //    thresholds in [0, 1], min_calls 1..1000000, windows 1s..1h, cooldown
 //    1ms <= base <= max <= 24h, 0 <= jitter < 1, lease 1ms..1h,
 //    required_successes 1..1000, ratio 0..1000, min_per_second 0..1000000,
-//    ttl 1s..1h, max_breakers 1..10000000, idle_ttl 1s..720h; every match is
-//    1-200 bytes of [A-Za-z0-9._:/@-*], unique, and the defaults' is
-//    "defaults"; source is the given name.
+//    ttl 1s..1h, fleet.quorum 1..100, max_breakers 1..10000000, idle_ttl
+//    1s..720h; every match is 1-200 bytes of [A-Za-z0-9._:/@-*], unique, and
+//    the defaults' is "defaults"; source is the given name.
 //  - An OK set written back as YAML (every key, explicit) parses to an
 //    equal set: nothing is lost or rounded between the text and the value.
 //
@@ -120,6 +120,7 @@ void CheckPolicy(const Policy& p) {
   FUZZ_CHECK(InRange(p.retry_budget.min_per_second, 0, 1000000), who);
   FUZZ_CHECK(InRange(p.retry_budget.ttl, absl::Seconds(1), absl::Hours(1)),
              who);
+  FUZZ_CHECK(p.fleet.quorum >= 1 && p.fleet.quorum <= 100, who);
 }
 
 void CheckSet(const PolicySet& set) {
@@ -215,7 +216,9 @@ std::string PolicyYaml(const Policy& p) {
       p.rate_limited == RateLimitedHandling::kIgnore ? "ignore" : "count",
       ", retry_budget: {ratio: ", Num(p.retry_budget.ratio),
       ", min_per_second: ", Num(p.retry_budget.min_per_second),
-      ", ttl: ", Dur(p.retry_budget.ttl), "}");
+      ", ttl: ", Dur(p.retry_budget.ttl), "}",
+      ", fleet: {share_window: ", p.fleet.share_window ? "true" : "false",
+      ", quorum: ", p.fleet.quorum, "}");
 }
 
 std::string SetYaml(const PolicySet& set) {

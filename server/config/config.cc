@@ -417,6 +417,29 @@ void SetDuration(Context* ctx, const Fields& fields, const std::string& path,
   *out = d;
 }
 
+// A YAML 1.2 boolean: true or false (also True, TRUE, False, FALSE). The
+// YAML 1.1 spellings (yes, no, on, off) are refused: a policy says what it
+// means.
+void SetBool(Context* ctx, const Fields& fields, const std::string& path,
+             absl::string_view key, bool* out) {
+  const Field* f = Find(fields, key);
+  if (f == nullptr) return;
+  if (f->value.IsScalar()) {
+    const std::string& text = f->value.Scalar();
+    if (text == "true" || text == "True" || text == "TRUE") {
+      *out = true;
+      return;
+    }
+    if (text == "false" || text == "False" || text == "FALSE") {
+      *out = false;
+      return;
+    }
+  }
+  ctx->Error(
+      f->mark, Join(path, key),
+      absl::StrCat("must be true or false (got ", Describe(f->value), ")"));
+}
+
 // One of the names in `choices`, stored as its value.
 template <typename T>
 void SetEnum(Context* ctx, const Fields& fields, const std::string& path,
@@ -458,11 +481,13 @@ constexpr absl::string_view kPolicyKeys[] = {
     "mode",         "consecutive_failures",
     "failure_rate", "slow_call_rate",
     "cooldown",     "probe",
-    "rate_limited", "retry_budget"};
+    "rate_limited", "retry_budget",
+    "fleet"};
 constexpr absl::string_view kPolicyKeysWithMatch[] = {
     "match",        "mode",           "consecutive_failures",
     "failure_rate", "slow_call_rate", "cooldown",
-    "probe",        "rate_limited",   "retry_budget"};
+    "probe",        "rate_limited",   "retry_budget",
+    "fleet"};
 
 // Checks cooldown.max >= cooldown.base after `sub` (the cooldown map at
 // `sub_path`) was applied to *p. A pair both inherited was checked where it
@@ -565,6 +590,11 @@ void ApplyPolicyFields(Context* ctx, const Fields& fields,
             &p->retry_budget.min_per_second);
   SetDuration(ctx, sub, sub_path, "ttl", absl::Seconds(1), absl::Hours(1),
               &p->retry_budget.ttl);
+
+  sub_path = Join(path, "fleet");
+  SubMap(ctx, fields, path, "fleet", {"share_window", "quorum"}, &sub);
+  SetBool(ctx, sub, sub_path, "share_window", &p->fleet.share_window);
+  SetInt(ctx, sub, sub_path, "quorum", 1, 100, &p->fleet.quorum);
 }
 
 bool IsMatchByte(char c) { return IsDependencyNameByte(c) || c == '*'; }

@@ -13,7 +13,7 @@ bool Policy::operator==(const Policy& o) const {
                     p.cooldown.base, p.cooldown.max, p.cooldown.jitter,
                     p.probe.lease, p.probe.required_successes, p.rate_limited,
                     p.retry_budget.ratio, p.retry_budget.min_per_second,
-                    p.retry_budget.ttl);
+                    p.retry_budget.ttl, p.fleet.share_window, p.fleet.quorum);
   };
   return tie(*this) == tie(o);
 }

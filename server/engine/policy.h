@@ -87,6 +87,19 @@ struct Policy {
     absl::Duration ttl = absl::Seconds(10);
   } retry_budget;
 
+  // Fleet mode (--redis) only; ignored without a fleet.
+  struct Fleet {
+    // Flush this breaker's window counts to the fleet and evaluate the
+    // failure-rate and slow-call-rate rules on the fleet's sums too.
+    bool share_window = true;
+    // Sidecars that must agree before a local trip is published, and
+    // distinct sidecars whose failures the fleet window must hold before
+    // its rules count (never more than the live members). 1: every local
+    // trip is published at once, and one sidecar's failures may tip the
+    // fleet window.
+    uint32_t quorum = 2;
+  } fleet;
+
   bool operator==(const Policy& other) const;
 };
 

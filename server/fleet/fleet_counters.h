@@ -22,6 +22,9 @@ struct FleetCounters {
   // Times the store was found to have forgotten the fleet's keys (its
   // incarnation changed while connected) and this sidecar re-synced.
   uint64_t store_resets = 0;
+  // Messages in a format this sidecar does not know (a newer release's),
+  // ignored.
+  uint64_t unknown_versions = 0;
 };
 
 }  // namespace breakerd

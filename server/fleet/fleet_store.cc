@@ -14,22 +14,6 @@ namespace breakerd {
 
 namespace {
 
-absl::string_view KindName(ExternalState::Kind kind) {
-  switch (kind) {
-    case ExternalState::Kind::kOpen:
-      return "open";
-    case ExternalState::Kind::kClosed:
-      return "closed";
-    case ExternalState::Kind::kForcedOpen:
-      return "forced_open";
-    case ExternalState::Kind::kForcedClosed:
-      return "forced_closed";
-    case ExternalState::Kind::kReset:
-      return "reset";
-  }
-  return "unknown";
-}
-
 // A field's text for an error message: escaped, and cut short if long.
 std::string Quote(absl::string_view field) {
   constexpr size_t kMaxShown = 32;
@@ -52,11 +36,45 @@ std::optional<uint64_t> ParseDecimal(absl::string_view s, uint64_t max) {
 
 }  // namespace
 
-std::string FormatFleetBody(const FleetMessage& m) {
-  return absl::StrCat(m.origin, " ", KindName(m.kind), " ",
+absl::string_view FleetKindName(ExternalState::Kind kind) {
+  switch (kind) {
+    case ExternalState::Kind::kOpen:
+      return "open";
+    case ExternalState::Kind::kClosed:
+      return "closed";
+    case ExternalState::Kind::kForcedOpen:
+      return "forced_open";
+    case ExternalState::Kind::kForcedClosed:
+      return "forced_closed";
+    case ExternalState::Kind::kReset:
+      return "reset";
+  }
+  return "unknown";
+}
+
+std::string FormatFleetMessage(const FleetMessage& m) {
+  return absl::StrCat(m.version, " v", kFleetFormat, " ", m.stored_unix_ms, " ",
+                      m.origin, " ", FleetKindName(m.kind), " ",
                       m.open_until_unix_ms, " ", m.escalation_level, " ",
                       m.dependency);
 }
+
+namespace {
+
+// "v<digits>": a format tag. (Format 1 had none: its second field is an
+// origin, "host/pid/hex", which always holds a '/'.)
+std::optional<uint64_t> FormatTag(absl::string_view field) {
+  if (field.size() < 2 || field[0] != 'v') return std::nullopt;
+  return ParseDecimal(field.substr(1), 1'000'000);
+}
+
+absl::Status FieldError(absl::string_view field, absl::string_view rule,
+                        absl::string_view got) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "fleet message: ", field, " must be ", rule, " (got ", Quote(got), ")"));
+}
+
+}  // namespace
 
 absl::StatusOr<FleetMessage> ParseFleetMessage(absl::string_view text) {
   if (text.size() > kMaxFleetMessageBytes) {
@@ -65,62 +83,86 @@ absl::StatusOr<FleetMessage> ParseFleetMessage(absl::string_view text) {
                      " bytes: ", Quote(text)));
   }
   std::vector<absl::string_view> f = absl::StrSplit(text, ' ');
-  if (f.size() != 6) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fleet message: want 6 fields (got ", f.size(), "): ", Quote(text)));
-  }
   FleetMessage m;
+  m.format = 1;
+  if (f.size() >= 2) {
+    if (std::optional<uint64_t> tag = FormatTag(f[1]); tag.has_value()) {
+      if (*tag != kFleetFormat) {
+        return absl::UnimplementedError(absl::StrCat(
+            "fleet message: format v", *tag, " is unknown here (this sidecar ",
+            "reads v1 and v", kFleetFormat, "): ignored"));
+      }
+      m.format = kFleetFormat;
+    }
+  }
+  // Format 1: version origin kind until escalation dependency.
+  // Format 2: version v2 stored origin kind until escalation dependency.
+  const size_t want = m.format == 1 ? 6 : 8;
+  if (f.size() != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet message: want ", want, " fields in format v",
+                     m.format, " (got ", f.size(), "): ", Quote(text)));
+  }
   std::optional<uint64_t> version = ParseDecimal(f[0], kMaxFleetVersion);
   if (!version.has_value() || *version == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fleet message: version must be 1..", kMaxFleetVersion,
-                     " (got ", Quote(f[0]), ")"));
+    return FieldError("version", absl::StrCat("1..", kMaxFleetVersion), f[0]);
   }
   m.version = *version;
-  if (f[1].empty() || f[1].size() > kMaxFleetOriginBytes ||
-      !std::all_of(f[1].begin(), f[1].end(),
-                   [](char c) { return c > ' ' && c < 0x7f; })) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fleet message: origin must be 1-", kMaxFleetOriginBytes,
-                     " bytes of printable ASCII (got ", Quote(f[1]), ")"));
+  size_t i = 1;
+  if (m.format == kFleetFormat) {
+    std::optional<uint64_t> stored = ParseDecimal(f[2], kMaxFleetUnixMs);
+    if (!stored.has_value()) {
+      return FieldError("stored", absl::StrCat("0..", kMaxFleetUnixMs), f[2]);
+    }
+    m.stored_unix_ms = static_cast<int64_t>(*stored);
+    i = 3;
   }
-  m.origin = std::string(f[1]);
+  const absl::string_view origin = f[i], kind = f[i + 1], until = f[i + 2],
+                          escalation = f[i + 3], dependency = f[i + 4];
+  if (origin.empty() || origin.size() > kMaxFleetOriginBytes ||
+      !std::all_of(origin.begin(), origin.end(),
+                   [](char c) { return c > ' ' && c < 0x7f; })) {
+    return FieldError(
+        "origin",
+        absl::StrCat("1-", kMaxFleetOriginBytes, " bytes of printable ASCII"),
+        origin);
+  }
+  m.origin = std::string(origin);
   bool known = false;
   for (ExternalState::Kind k :
        {ExternalState::Kind::kOpen, ExternalState::Kind::kClosed,
         ExternalState::Kind::kForcedOpen, ExternalState::Kind::kForcedClosed,
         ExternalState::Kind::kReset}) {
-    if (f[2] == KindName(k)) {
+    if (kind == FleetKindName(k)) {
       m.kind = k;
       known = true;
     }
   }
   if (!known) {
     return absl::InvalidArgumentError(
-        absl::StrCat("fleet message: unknown kind ", Quote(f[2])));
+        absl::StrCat("fleet message: unknown kind ", Quote(kind)));
   }
-  std::optional<uint64_t> until = ParseDecimal(f[3], kMaxFleetUnixMs);
-  if (!until.has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fleet message: open_until must be 0..", kMaxFleetUnixMs,
-                     " (got ", Quote(f[3]), ")"));
+  std::optional<uint64_t> end = ParseDecimal(until, kMaxFleetUnixMs);
+  if (!end.has_value()) {
+    return FieldError("open_until", absl::StrCat("0..", kMaxFleetUnixMs),
+                      until);
   }
-  m.open_until_unix_ms = static_cast<int64_t>(*until);
-  std::optional<uint64_t> escalation = ParseDecimal(f[4], kMaxFleetEscalation);
-  if (!escalation.has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fleet message: escalation must be 0..",
-                     kMaxFleetEscalation, " (got ", Quote(f[4]), ")"));
+  m.open_until_unix_ms = static_cast<int64_t>(*end);
+  std::optional<uint64_t> level = ParseDecimal(escalation, kMaxFleetEscalation);
+  if (!level.has_value()) {
+    return FieldError("escalation", absl::StrCat("0..", kMaxFleetEscalation),
+                      escalation);
   }
-  m.escalation_level = static_cast<uint32_t>(*escalation);
-  if (absl::Status s = ValidateDependency(f[5]); !s.ok()) {
+  m.escalation_level = static_cast<uint32_t>(*level);
+  if (absl::Status s = ValidateDependency(dependency); !s.ok()) {
     // The rule, and a short escaped prefix: never the name itself, which
     // may be a megabyte.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fleet message: dependency must be 1-", kMaxDependencyLength,
-        " bytes of ", kDependencyNameAlphabet, " (got ", Quote(f[5]), ")"));
+    return FieldError("dependency",
+                      absl::StrCat("1-", kMaxDependencyLength, " bytes of ",
+                                   kDependencyNameAlphabet),
+                      dependency);
   }
-  m.dependency = std::string(f[5]);
+  m.dependency = std::string(dependency);
   return m;
 }
 

@@ -21,24 +21,52 @@
 
 namespace breakerd {
 
+// The fleet's wire format: every stored state and published message
+// starts "<version> v<format> ". A sidecar reads kFleetFormat and the
+// untagged format 1 of earlier releases (so a rolling upgrade follows the
+// pods not yet upgraded); it ignores and counts any other.
+inline constexpr int kFleetFormat = 2;
+
 // One breaker state as the fleet shares it.
 struct FleetMessage {
   std::string dependency;
-  // Assigned by the store, increasing per dependency; 0 before publishing.
+  // Assigned by the store, increasing per dependency.
   uint64_t version = 0;
+  // kFleetFormat, or 1 for a message from an earlier release.
+  int format = kFleetFormat;
+  // When the store stored it, by the fleet's clock (Redis TIME, Unix
+  // milliseconds): orders decisions fleet-wide. 0 in format 1.
+  int64_t stored_unix_ms = 0;
   // The sidecar that published it (FleetSync's id).
   std::string origin;
   ExternalState::Kind kind = ExternalState::Kind::kOpen;
-  // kOpen: wall-clock end of the cooldown, in Unix milliseconds.
+  // kOpen: the end of the cooldown in Unix milliseconds: by the fleet's
+  // clock (the store's) in kFleetFormat, by the origin's own in format 1.
   int64_t open_until_unix_ms = 0;
   // kOpen: the escalation level.
   uint32_t escalation_level = 0;
 };
 
+// A state to publish: the store stamps it with its version and its clock.
+struct FleetPublish {
+  std::string dependency;
+  std::string origin;
+  ExternalState::Kind kind = ExternalState::Kind::kOpen;
+  // kOpen: the cooldown left now; the store adds its own time to it.
+  absl::Duration open_remaining = absl::ZeroDuration();
+  uint32_t escalation_level = 0;
+};
+
+struct PublishAnswer {
+  uint64_t version = 0;
+  // The store's clock when it stored the state (Unix milliseconds).
+  int64_t store_unix_ms = 0;
+};
+
 // Bounds on what is accepted from the store (anyone who can write to the
 // Redis can write there, so nothing read is trusted to be well formed).
-// A whole message, "<version> <body>": the largest a sidecar writes is
-// about 400 bytes (20 + 128 + 13 + 15 + 2 + 200 and the spaces).
+// A whole message: the largest a sidecar writes is about 420 bytes
+// (20 + 3 + 13 + 128 + 13 + 15 + 2 + 200 and the spaces).
 inline constexpr size_t kMaxFleetMessageBytes = 512;
 // The origin: a sidecar's id (host/pid/hex; Linux host names are at most
 // 64 bytes), printable ASCII without spaces.
@@ -51,17 +79,21 @@ inline constexpr uint32_t kMaxFleetEscalation = 64;
 // The store's incarnation: an origin, "@" and a time.
 inline constexpr size_t kMaxIncarnationBytes = 256;
 
-// The wire form (store value and pub/sub payload) without the version:
-// "<origin> <kind> <open_until_unix_ms> <escalation> <dependency>".
-std::string FormatFleetBody(const FleetMessage& m);
-// Parses and validates "<version> " + body: at most kMaxFleetMessageBytes
-// (checked before anything else), version 1..kMaxFleetVersion, origin
-// 1..kMaxFleetOriginBytes of printable ASCII, a known kind, open_until
+// The kind's wire name ("open", "closed", "forced_open", ...).
+absl::string_view FleetKindName(ExternalState::Kind kind);
+// The whole wire text of m in kFleetFormat: "<version> v2 <stored_unix_ms>
+// <origin> <kind> <open_until_unix_ms> <escalation> <dependency>". (The
+// Redis store builds the same text inside its publish script, where the
+// time is the store's.)
+std::string FormatFleetMessage(const FleetMessage& m);
+// Parses and validates a wire text: at most kMaxFleetMessageBytes (checked
+// before anything else), version 1..kMaxFleetVersion, origin
+// 1..kMaxFleetOriginBytes of printable ASCII, a known kind, times
 // 0..kMaxFleetUnixMs, escalation 0..kMaxFleetEscalation, all in plain
 // decimal digits, and the dependency by ValidateDependency. Returns
-// INVALID_ARGUMENT naming the field; the message quotes at most a short
-// escaped prefix of the offending text, never the whole (a message from a
-// newer or foreign writer is refused, not applied).
+// INVALID_ARGUMENT naming the field, or UNIMPLEMENTED for a format this
+// sidecar does not know ("v3 ..."); the message quotes at most a short
+// escaped prefix of the offending text, never the whole.
 absl::StatusOr<FleetMessage> ParseFleetMessage(absl::string_view text);
 
 struct ClaimAnswer {
@@ -72,6 +104,8 @@ struct ClaimAnswer {
 
 struct HeartbeatAnswer {
   uint64_t members = 0;
+  // The store's clock (Unix milliseconds).
+  int64_t store_unix_ms = 0;
   // At most kMaxIncarnationBytes (a longer stored value is cut).
   std::string incarnation;
 };
@@ -86,10 +120,11 @@ class FleetStore {
   // Drops the connections (after an error, or before Connect again).
   virtual void Disconnect() = 0;
 
-  // Stores m as the dependency's state (expiring after `ttl`; zero: never)
-  // and publishes it, atomically, under the next version, which it returns.
-  virtual absl::StatusOr<uint64_t> Publish(const FleetMessage& m,
-                                           absl::Duration ttl) = 0;
+  // Stores p as the dependency's state (expiring after `ttl`; zero: never)
+  // and publishes it, atomically, under the next version and stamped with
+  // the store's clock (kFleetFormat), and answers both.
+  virtual absl::StatusOr<PublishAnswer> Publish(const FleetPublish& p,
+                                                absl::Duration ttl) = 0;
   // SET probe-key owner NX PX lease, or the holder's lease left.
   virtual absl::StatusOr<ClaimAnswer> ClaimProbe(absl::string_view dependency,
                                                  absl::string_view owner,

@@ -81,14 +81,13 @@ void FleetSync::OnTransition(const Transition& t) {
     MutexLock lock(&mu_);
     if (probe_done) releases_.insert(t.dependency);
     if (kind.has_value()) {
-      FleetMessage m;
-      m.dependency = t.dependency;
-      m.origin = options_.id;
-      m.kind = *kind;
-      m.open_until_unix_ms =
-          absl::ToUnixMillis(options_.wall_now() + t.retry_after);
-      m.escalation_level = t.escalation_level;
-      auto [it, inserted] = publishes_.insert_or_assign(t.dependency, m);
+      Pending p;
+      p.state.dependency = t.dependency;
+      p.state.origin = options_.id;
+      p.state.kind = *kind;
+      p.state.escalation_level = t.escalation_level;
+      p.open_until = options_.wall_now() + t.retry_after;
+      auto [it, inserted] = publishes_.insert_or_assign(t.dependency, p);
       if (inserted) publish_order_.push_back(t.dependency);
     }
   }
@@ -106,7 +105,7 @@ void FleetSync::Bump(uint64_t FleetCounters::*field) {
 }
 
 void FleetSync::TakeWork(std::vector<Claim>* claims,
-                         std::vector<FleetMessage>* publishes,
+                         std::vector<Pending>* publishes,
                          std::vector<std::string>* releases) {
   MutexLock lock(&mu_);
   claims->swap(claims_);
@@ -125,15 +124,19 @@ bool FleetSync::Join() {
   absl::Status s = store_->Connect();
   absl::StatusOr<std::vector<std::string>> states;
   if (s.ok()) {
-    // Subscribed first, then read: nothing published in between is missed,
-    // and versions drop what arrives twice.
     last_version_.clear();
     version_order_.clear();
     incarnation_.clear();  // the first heartbeat's is the baseline
+    // Counted among the members at once, and the fleet's clock known
+    // before any cooldown end is read.
+    s = Heartbeat();
+  }
+  if (s.ok()) {
+    // Subscribed first, then read: nothing published in between is missed,
+    // and versions drop what arrives twice.
     states = store_->ReadStates();
     s = states.status();
   }
-  if (s.ok()) s = Heartbeat();  // counted among the members at once
   if (!s.ok()) {
     store_->Disconnect();
     if (!logged_down_) {
@@ -159,11 +162,25 @@ bool FleetSync::Join() {
   return true;
 }
 
+void FleetSync::LearnStoreClock(int64_t store_unix_ms, absl::Time sent,
+                                absl::Time received) {
+  // The store read its clock somewhere in the round trip: take the middle.
+  const absl::Time local = sent + (received - sent) / 2;
+  store_offset_ = absl::FromUnixMillis(store_unix_ms) - local;
+}
+
+absl::Time FleetSync::StoreNow() const {
+  return options_.wall_now() + store_offset_;
+}
+
 absl::Status FleetSync::Heartbeat() {
+  const absl::Time sent = options_.wall_now();
   absl::StatusOr<HeartbeatAnswer> answer = store_->Heartbeat(
       options_.id, options_.heartbeat_interval * kMemberTtlIntervals);
-  next_heartbeat_ = options_.wall_now() + options_.heartbeat_interval;
+  const absl::Time received = options_.wall_now();
+  next_heartbeat_ = received + options_.heartbeat_interval;
   if (!answer.ok()) return answer.status();
+  LearnStoreClock(answer->store_unix_ms, sent, received);
   members_.store(answer->members, std::memory_order_relaxed);
   if (incarnation_.empty() || answer->incarnation == incarnation_) {
     incarnation_ = answer->incarnation;
@@ -270,6 +287,11 @@ void FleetSync::Refuse(absl::string_view why, bool rejoin) {
 
 void FleetSync::ApplyText(absl::string_view text, bool rejoin) {
   absl::StatusOr<FleetMessage> m = ParseFleetMessage(text);
+  if (absl::IsUnimplemented(m.status())) {
+    // A newer release's format: not an attack, not ours to read.
+    Bump(&FleetCounters::unknown_versions);
+    return;
+  }
   if (!m.ok()) {
     Refuse(m.status().message(), rejoin);
     return;
@@ -299,7 +321,11 @@ void FleetSync::Apply(const FleetMessage& m, bool rejoin) {
   ExternalState state;
   state.kind = m.kind;
   state.escalation_level = m.escalation_level;
-  state.open_remaining = absl::FromUnixMillis(m.open_until_unix_ms) - now;
+  // The cooldown end is in the store's clock (format 1: the origin's): the
+  // time left is measured against the same clock, so a node whose clock
+  // is off ends it with the others.
+  state.open_remaining = absl::FromUnixMillis(m.open_until_unix_ms) -
+                         (m.format == kFleetFormat ? now + store_offset_ : now);
   if (rejoin) {
     // What we may have decided while away is newer than a stored close;
     // only outages and overrides are taken from the store.
@@ -338,7 +364,7 @@ void FleetSync::RunOnce(absl::Duration wait) {
   }
 
   std::vector<Claim> claims;
-  std::vector<FleetMessage> publishes;
+  std::vector<Pending> publishes;
   std::vector<std::string> releases;
   TakeWork(&claims, &publishes, &releases);
   absl::Status failed;
@@ -362,35 +388,38 @@ void FleetSync::RunOnce(absl::Duration wait) {
     Bump(a->won ? &FleetCounters::claims_won : &FleetCounters::claims_lost);
     registry_->SetProbeClaim(c.dependency, c.generation, a->won, a->lease);
   }
-  for (size_t i = 0; i < publishes.size(); ++i) {
-    FleetMessage& m = publishes[i];
+  for (Pending& p : publishes) {
+    const absl::Time sent = options_.wall_now();
     absl::Duration ttl = options_.state_ttl;
-    if (m.kind == ExternalState::Kind::kForcedOpen ||
-        m.kind == ExternalState::Kind::kForcedClosed) {
+    if (p.state.kind == ExternalState::Kind::kForcedOpen ||
+        p.state.kind == ExternalState::Kind::kForcedClosed) {
       ttl = absl::ZeroDuration();
-    } else if (m.kind == ExternalState::Kind::kOpen) {
-      ttl += std::max(
-          absl::ZeroDuration(),
-          absl::FromUnixMillis(m.open_until_unix_ms) - options_.wall_now());
+    } else if (p.state.kind == ExternalState::Kind::kOpen) {
+      p.state.open_remaining =
+          std::max(absl::ZeroDuration(), p.open_until - sent);
+      ttl += p.state.open_remaining;
     }
-    absl::StatusOr<uint64_t> v = failed.ok() ? store_->Publish(m, ttl) : failed;
-    if (!v.ok()) {
-      failed = v.status();
+    absl::StatusOr<PublishAnswer> a =
+        failed.ok() ? store_->Publish(p.state, ttl) : failed;
+    if (!a.ok()) {
+      failed = a.status();
       Bump(&FleetCounters::publish_failures);
       // Kept for after the reconnect, unless something newer came.
       MutexLock lock(&mu_);
-      const std::string dep = m.dependency;
-      if (publishes_.try_emplace(dep, std::move(m)).second) {
+      const std::string dep = p.state.dependency;
+      if (publishes_.try_emplace(dep, std::move(p)).second) {
         publish_order_.push_back(dep);
       }
       continue;
     }
+    const absl::Time now = options_.wall_now();
+    LearnStoreClock(a->store_unix_ms, sent, now);
     // The store's own answer: newer than anything seen, unless a message
     // for it is still in flight.
-    const absl::Time now = options_.wall_now();
-    RecordVersion(m.dependency,
-                  std::max(LastVersion(m.dependency, now).value_or(0), *v),
-                  now);
+    RecordVersion(
+        p.state.dependency,
+        std::max(LastVersion(p.state.dependency, now).value_or(0), a->version),
+        now);
     Bump(&FleetCounters::published);
   }
   if (failed.ok() && options_.wall_now() >= next_heartbeat_) {

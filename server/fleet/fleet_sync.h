@@ -4,7 +4,10 @@
 //
 // - Local transitions (as a TransitionObserver) to open, closed after a
 //   probe, forced open/closed and reset are queued (latest per dependency)
-//   and published with a per-dependency version.
+//   and published with a per-dependency version. Cooldown ends travel in
+//   the store's clock (Redis TIME), never a node's own: each sidecar keeps
+//   the offset between the two from its round trips, so a node whose
+//   clock is a minute off still ends a cooldown with the others.
 // - What others publish is applied to the local breaker
 //   (Registry::ApplyExternal, reason "fleet"), once: messages whose version
 //   is not newer than the last seen for that dependency are dropped, as are
@@ -72,7 +75,9 @@ struct FleetOptions {
   // Stored closed/reset states expire after this; open states this long
   // after their cooldown ends; forced states never.
   absl::Duration state_ttl = absl::Minutes(10);
-  // Wall clock: cooldown ends cross processes as wall-clock instants.
+  // This node's wall clock: backoff, log budgets, version ages, and the
+  // offset to the store's clock (the fleet's), measured at each round trip
+  // that reads it.
   std::function<absl::Time()> wall_now = [] { return absl::Now(); };
   // Most dependencies whose last version is remembered (the default is
   // limits.max_breakers' default).
@@ -135,6 +140,13 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
     uint64_t generation;
     absl::Duration lease;
   };
+  // A state waiting to be published.
+  struct Pending {
+    FleetPublish state;
+    // kOpen: when its cooldown ends, by this node's clock (the time left is
+    // taken when it is sent).
+    absl::Time open_until;
+  };
 
   // Connects and re-reads the stored states; false (and backoff) on error.
   bool Join();
@@ -145,6 +157,12 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   // its keys: counted (store_resets), logged ("fleet_store_reset"), the
   // versions seen forgotten and the stored states read again.
   absl::Status Heartbeat();
+  // The store's clock read at `store_unix_ms` in a round trip from `sent`
+  // to `received` (this node's clock): keeps store_offset_.
+  void LearnStoreClock(int64_t store_unix_ms, absl::Time sent,
+                       absl::Time received);
+  // The store's clock now, as this node best knows it.
+  absl::Time StoreNow() const;
   // Answers every queued claim "won": the local breaker decides alone.
   void AnswerClaimsLocally();
   // Parses, validates and applies a message read from the store.
@@ -168,8 +186,7 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   // held back since the last one written.
   bool TakeLogBudget(LogBudget* budget, uint64_t* suppressed);
   // The pending work, taken under mu_.
-  void TakeWork(std::vector<Claim>* claims,
-                std::vector<FleetMessage>* publishes,
+  void TakeWork(std::vector<Claim>* claims, std::vector<Pending>* publishes,
                 std::vector<std::string>* releases);
   void Bump(uint64_t FleetCounters::*field);
 
@@ -185,8 +202,7 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   mutable Mutex mu_;
   std::vector<Claim> claims_ ABSL_GUARDED_BY(mu_);
   // Latest unpublished state per dependency, in first-queued order.
-  absl::flat_hash_map<std::string, FleetMessage> publishes_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Pending> publishes_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> publish_order_ ABSL_GUARDED_BY(mu_);
   // Dependencies whose probe result arrived: release our claim if we hold it.
   absl::flat_hash_set<std::string> releases_ ABSL_GUARDED_BY(mu_);
@@ -208,6 +224,9 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   absl::Duration backoff_;
   absl::Time next_connect_ = absl::InfinitePast();
   absl::Time next_heartbeat_ = absl::InfinitePast();
+  // The store's clock minus this node's (the fleet's clock is the store's:
+  // cooldown ends cross nodes in it), from the last round trip.
+  absl::Duration store_offset_ = absl::ZeroDuration();
   // The store's incarnation seen since the last join; empty before.
   std::string incarnation_;
   bool ever_connected_ = false;

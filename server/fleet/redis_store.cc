@@ -20,22 +20,31 @@
 namespace breakerd {
 namespace {
 
-// KEYS: version, state. ARGV: body, channel, ttl_ms (0: no expiry).
+// KEYS: version, state. ARGV: "<origin> <kind>", cooldown left in ms (-1:
+// none), "<escalation> <dependency>", channel, ttl_ms (0: no expiry).
+// Builds the message in format v2 (FormatFleetMessage) with the store's
+// own time: when it was stored and when its cooldown ends, so that no
+// sidecar's clock is in it. Returns {version, store time in ms}.
 // The version key lives as long as the state key: one-off names leave no
 // key behind, and a forced state (no expiry) keeps its version, so the
 // version restarts from 1 only once both are gone.
 constexpr char kPublishScript[] = R"(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local left = tonumber(ARGV[2])
+local untl = 0
+if left >= 0 then untl = now + left end
 local v = redis.call('INCR', KEYS[1])
-local msg = v .. ' ' .. ARGV[1]
-if tonumber(ARGV[3]) > 0 then
-  redis.call('SET', KEYS[2], msg, 'PX', ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local msg = string.format('%d v2 %d %s %d %s', v, now, ARGV[1], untl, ARGV[3])
+if tonumber(ARGV[5]) > 0 then
+  redis.call('SET', KEYS[2], msg, 'PX', ARGV[5])
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
 else
   redis.call('SET', KEYS[2], msg)
   redis.call('PERSIST', KEYS[1])
 end
-redis.call('PUBLISH', ARGV[2], msg)
-return v
+redis.call('PUBLISH', ARGV[4], msg)
+return {v, now}
 )";
 
 // KEYS: probe. ARGV: owner, lease_ms. -1: won; else the holder's ms left
@@ -56,9 +65,9 @@ return 0
 )";
 
 // KEYS: heartbeats, incarnation. ARGV: id, ttl_ms, the longest incarnation
-// read. {live members, incarnation}. The time is Redis's own (TIME), so
-// skew between the members' clocks moves nothing. The incarnation is read
-// with GETRANGE, so a huge value written by someone else costs nothing.
+// read. {live members, incarnation, store time in ms}. The time is Redis's own
+// (TIME), so skew between the members' clocks moves nothing. The incarnation is
+// read with GETRANGE, so a huge value written by someone else costs nothing.
 constexpr char kHeartbeatScript[] = R"(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -70,7 +79,7 @@ if inc == '' then
   inc = ARGV[1] .. '@' .. t[1] .. '.' .. t[2]
   redis.call('SET', KEYS[2], inc)
 end
-return {redis.call('ZCARD', KEYS[1]), inc}
+return {redis.call('ZCARD', KEYS[1]), inc, now}
 )";
 
 // The heartbeats key is tagged like a dependency named this, so that on a
@@ -326,18 +335,29 @@ std::string RedisStore::Key(absl::string_view dependency,
   return absl::StrCat(options_.key_prefix, "{", dependency, "}:", suffix);
 }
 
-absl::StatusOr<uint64_t> RedisStore::Publish(const FleetMessage& m,
-                                             absl::Duration ttl) {
+absl::StatusOr<PublishAnswer> RedisStore::Publish(const FleetPublish& p,
+                                                  absl::Duration ttl) {
+  const int64_t left =
+      p.kind == ExternalState::Kind::kOpen
+          ? std::max<int64_t>(0, absl::ToInt64Milliseconds(p.open_remaining))
+          : -1;
   absl::StatusOr<ReplyPtr> r = Command(
-      {"EVAL", kPublishScript, "2", Key(m.dependency, "version"),
-       Key(m.dependency, "state"), FormatFleetBody(m), channel_,
+      {"EVAL", kPublishScript, "2", Key(p.dependency, "version"),
+       Key(p.dependency, "state"),
+       absl::StrCat(p.origin, " ", FleetKindName(p.kind)), absl::StrCat(left),
+       absl::StrCat(p.escalation_level, " ", p.dependency), channel_,
        absl::StrCat(std::max<int64_t>(0, absl::ToInt64Milliseconds(ttl)))},
-      m.dependency);
+      p.dependency);
   if (!r.ok()) return r.status();
-  if ((*r)->type != REDIS_REPLY_INTEGER || (*r)->integer <= 0) {
+  const redisReply* reply = r->get();
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+      reply->element[0]->type != REDIS_REPLY_INTEGER ||
+      reply->element[0]->integer <= 0 ||
+      reply->element[1]->type != REDIS_REPLY_INTEGER) {
     return absl::InternalError("redis EVAL publish: unexpected reply");
   }
-  return static_cast<uint64_t>((*r)->integer);
+  return PublishAnswer{static_cast<uint64_t>(reply->element[0]->integer),
+                       reply->element[1]->integer};
 }
 
 absl::StatusOr<ClaimAnswer> RedisStore::ClaimProbe(absl::string_view dependency,
@@ -437,14 +457,16 @@ absl::StatusOr<HeartbeatAnswer> RedisStore::Heartbeat(absl::string_view id,
       kMembersTag);
   if (!r.ok()) return r.status();
   const redisReply* reply = r->get();
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
       reply->element[0]->type != REDIS_REPLY_INTEGER ||
       reply->element[0]->integer < 0 ||
-      reply->element[1]->type != REDIS_REPLY_STRING) {
+      reply->element[1]->type != REDIS_REPLY_STRING ||
+      reply->element[2]->type != REDIS_REPLY_INTEGER) {
     return absl::InternalError("redis EVAL heartbeat: unexpected reply");
   }
   HeartbeatAnswer answer;
   answer.members = static_cast<uint64_t>(reply->element[0]->integer);
+  answer.store_unix_ms = reply->element[2]->integer;
   answer.incarnation.assign(
       reply->element[1]->str,
       std::min<size_t>(reply->element[1]->len, kMaxIncarnationBytes));

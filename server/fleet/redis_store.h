@@ -10,7 +10,8 @@
 // slot (Redis Cluster's rule):
 //   <prefix>{<dependency>}:version   INCR per published state; expires
 //                                    with the state key (never for forced)
-//   <prefix>{<dependency>}:state     "<version> <body>" (FormatFleetBody)
+//   <prefix>{<dependency>}:state     the last published state, in format v2
+//                                    (FormatFleetMessage)
 //   <prefix>{<dependency>}:probe     the fleet-wide probe's owner, PX lease
 //   <prefix>{members}:heartbeats     the live members: a sorted set of
 //                                    ids scored by their last heartbeat in
@@ -18,7 +19,7 @@
 //   <prefix>{members}:incarnation    the store's incarnation ("<id>@<TIME>"
 //                                    of the heartbeat that found none)
 // and one pub/sub channel, <prefix>transitions (<prefix>transitions:db<N>
-// for a database N other than 0), carrying "<version> <body>".
+// for a database N other than 0), carrying the same text as the state key.
 //
 // Thread-safety: as FleetStore: one thread, except Wake().
 #ifndef BREAKERD_SERVER_FLEET_REDIS_STORE_H_
@@ -79,8 +80,8 @@ class RedisStore final : public FleetStore {
 
   absl::Status Connect() override;
   void Disconnect() override;
-  absl::StatusOr<uint64_t> Publish(const FleetMessage& m,
-                                   absl::Duration ttl) override;
+  absl::StatusOr<PublishAnswer> Publish(const FleetPublish& p,
+                                        absl::Duration ttl) override;
   absl::StatusOr<ClaimAnswer> ClaimProbe(absl::string_view dependency,
                                          absl::string_view owner,
                                          absl::Duration lease) override;

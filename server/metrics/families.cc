@@ -319,11 +319,17 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
   if (Has(families, FamilyId::kFleetEvents) && stats.fleet_counters) {
     const FleetCounters c = stats.fleet_counters();
     const std::pair<const char*, uint64_t> events[] = {
-        {"published", c.published},  {"publish_failed", c.publish_failures},
-        {"applied", c.applied},      {"duplicate", c.duplicates},
-        {"claim_won", c.claims_won}, {"claim_lost", c.claims_lost},
-        {"connected", c.connects},   {"disconnected", c.disconnects},
-        {"refused", c.refused},      {"store_reset", c.store_resets}};
+        {"published", c.published},
+        {"publish_failed", c.publish_failures},
+        {"applied", c.applied},
+        {"duplicate", c.duplicates},
+        {"claim_won", c.claims_won},
+        {"claim_lost", c.claims_lost},
+        {"connected", c.connects},
+        {"disconnected", c.disconnects},
+        {"refused", c.refused},
+        {"store_reset", c.store_resets},
+        {"unknown_version", c.unknown_versions}};
     for (const auto& [event, count] : events) {
       sink->AddCount(FamilyId::kFleetEvents, {event}, count);
     }

@@ -81,6 +81,8 @@ TEST(ParseConfigTest, EmbeddedDefaultsAreTheDesignDefaults) {
   EXPECT_EQ(d.cooldown.jitter, 0.1);
   EXPECT_EQ(d.probe.lease, absl::Seconds(10));
   EXPECT_EQ(d.retry_budget.ttl, absl::Seconds(10));
+  EXPECT_TRUE(d.fleet.share_window);
+  EXPECT_EQ(d.fleet.quorum, 2u);
   EXPECT_EQ(set->limits.max_breakers, 10000u);
 }
 
@@ -95,6 +97,7 @@ defaults:
   probe: { lease: 3s, required_successes: 3 }
   rate_limited: ignore
   retry_budget: { ratio: 0.5, min_per_second: 2.5, ttl: 20s }
+  fleet: { share_window: false, quorum: 3 }
 policies:
   - match: "openai/*"
     mode: enforce
@@ -105,6 +108,7 @@ policies:
     probe: { lease: 1h, required_successes: 1000 }
     rate_limited: count
     retry_budget: { ratio: 1000, min_per_second: 0, ttl: 1s }
+    fleet: { share_window: true, quorum: 100 }
 limits: { max_breakers: 123, idle_ttl: 1h }
 )");
   ASSERT_NE(set, nullptr);
@@ -128,6 +132,8 @@ limits: { max_breakers: 123, idle_ttl: 1h }
   EXPECT_EQ(d.retry_budget.ratio, 0.5);
   EXPECT_EQ(d.retry_budget.min_per_second, 2.5);
   EXPECT_EQ(d.retry_budget.ttl, absl::Seconds(20));
+  EXPECT_FALSE(d.fleet.share_window);
+  EXPECT_EQ(d.fleet.quorum, 3u);
 
   ASSERT_EQ(set->policies.size(), 1u);
   const Policy& p = *set->policies[0];
@@ -149,6 +155,8 @@ limits: { max_breakers: 123, idle_ttl: 1h }
   EXPECT_EQ(p.retry_budget.ratio, 1000);
   EXPECT_EQ(p.retry_budget.min_per_second, 0);
   EXPECT_EQ(p.retry_budget.ttl, absl::Seconds(1));
+  EXPECT_TRUE(p.fleet.share_window);
+  EXPECT_EQ(p.fleet.quorum, 100u);
 
   EXPECT_EQ(set->limits.max_breakers, 123u);
   EXPECT_EQ(set->limits.idle_ttl, absl::Hours(1));
@@ -451,7 +459,7 @@ const InvalidCase kInvalidCases[] = {
     {"UnknownDefaultsKey", "defaults:\n  mode: shadow\n  cooldwn: {}\n", 3,
      "defaults.cooldwn",
      "unknown key (known: mode, consecutive_failures, failure_rate, "
-     "slow_call_rate, cooldown, probe, rate_limited, retry_budget)"},
+     "slow_call_rate, cooldown, probe, rate_limited, retry_budget, fleet)"},
     {"UnknownCooldownKey", "defaults:\n  cooldown:\n    jiter: 0.1\n", 3,
      "defaults.cooldown.jiter", "unknown key (known: base, max, jitter)"},
     {"UnknownPolicyProbeKey",

@@ -268,10 +268,18 @@ HttpResponse HttpGet(int port, absl::string_view path, absl::Duration timeout) {
 }
 
 int SpawnLogged(std::vector<std::string> args, const std::string& log_path,
-                pid_t* pid) {
+                pid_t* pid, std::vector<std::string> extra_env) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Later entries win in getenv, which takes the first match: put the
+  // additions first.
+  std::vector<char*> envp;
+  for (auto it = extra_env.rbegin(); it != extra_env.rend(); ++it) {
+    envp.push_back(it->data());
+  }
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  envp.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
@@ -291,7 +299,7 @@ int SpawnLogged(std::vector<std::string> args, const std::string& log_path,
   posix_spawnattr_setflags(&attr,
                            POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   const int rc =
-      posix_spawn(pid, argv[0], &actions, &attr, argv.data(), environ);
+      posix_spawn(pid, argv[0], &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   return rc;
@@ -370,7 +378,7 @@ std::string BreakerdProcess::WriteFile(absl::string_view name,
                                    "--metrics-listen=127.0.0.1:0"};
   args.insert(args.end(), extra_flags.begin(), extra_flags.end());
   pid_t pid = -1;
-  const int rc = SpawnLogged(args, log_path_, &pid);
+  const int rc = SpawnLogged(args, log_path_, &pid, extra_env_);
   if (rc != 0) {
     return ::testing::AssertionFailure()
            << "posix_spawn " << args[0] << ": " << std::strerror(rc);

@@ -97,10 +97,11 @@ bool WaitUntil(const std::function<bool()>& done,
 std::string BearerToken(absl::string_view token);
 
 // Starts args[0] with args, stdin from /dev/null, stdout and stderr to
-// `log_path` (truncated), no blocked signals. Returns posix_spawn's result
-// (0 on success) and sets *pid.
+// `log_path` (truncated), no blocked signals, this process's environment
+// plus `extra_env` ("NAME=value", later ones win). Returns posix_spawn's
+// result (0 on success) and sets *pid.
 int SpawnLogged(std::vector<std::string> args, const std::string& log_path,
-                pid_t* pid);
+                pid_t* pid, std::vector<std::string> extra_env = {});
 
 class BreakerdProcess {
  public:
@@ -130,6 +131,12 @@ class BreakerdProcess {
       const std::vector<std::string>& extra_flags = {},
       bool with_unix_socket = false,
       absl::Duration timeout = absl::Seconds(10));
+
+  // Variables ("NAME=value") added to breakerd's environment at Start,
+  // e.g. libfaketime's LD_PRELOAD and FAKETIME.
+  void set_extra_environment(std::vector<std::string> env) {
+    extra_env_ = std::move(env);
+  }
 
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0 && !exit_code_.has_value(); }
@@ -187,6 +194,7 @@ class BreakerdProcess {
 
   std::string dir_;
   std::string log_path_;
+  std::vector<std::string> extra_env_;
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
   std::vector<std::string> grpc_addresses_;

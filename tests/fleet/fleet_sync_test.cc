@@ -72,14 +72,23 @@ class FakeStore : public FleetStore {
     auto& subs = r_->subscribers;
     subs.erase(std::remove(subs.begin(), subs.end(), this), subs.end());
   }
-  absl::StatusOr<uint64_t> Publish(const FleetMessage& m,
-                                   absl::Duration) override {
+  absl::StatusOr<PublishAnswer> Publish(const FleetPublish& p,
+                                        absl::Duration) override {
     if (absl::Status s = Check(); !s.ok()) return s;
-    const uint64_t v = ++r_->versions[m.dependency];
-    const std::string text = absl::StrCat(v, " ", FormatFleetBody(m));
+    FleetMessage m;
+    m.dependency = p.dependency;
+    m.version = ++r_->versions[p.dependency];
+    m.stored_unix_ms = absl::ToUnixMillis(*r_->wall);
+    m.origin = p.origin;
+    m.kind = p.kind;
+    if (p.kind == ExternalState::Kind::kOpen) {
+      m.open_until_unix_ms = absl::ToUnixMillis(*r_->wall + p.open_remaining);
+    }
+    m.escalation_level = p.escalation_level;
+    const std::string text = FormatFleetMessage(m);
     r_->states[m.dependency] = text;
     for (FakeStore* s : r_->subscribers) s->inbox_.push_back(text);
-    return v;
+    return PublishAnswer{m.version, m.stored_unix_ms};
   }
   absl::StatusOr<ClaimAnswer> ClaimProbe(absl::string_view dependency,
                                          absl::string_view owner,
@@ -121,6 +130,7 @@ class FakeStore : public FleetStore {
       r_->incarnation = absl::StrCat(id, "@", absl::FormatTime(*r_->wall));
     }
     answer.incarnation = r_->incarnation;
+    answer.store_unix_ms = absl::ToUnixMillis(*r_->wall);
     return answer;
   }
   absl::StatusOr<std::vector<std::string>> Receive(absl::Duration) override {
@@ -133,7 +143,7 @@ class FakeStore : public FleetStore {
 
   // Delivers `m` as if published (for duplicate and ordering tests).
   void Deliver(const FleetMessage& m) {
-    inbox_.push_back(absl::StrCat(m.version, " ", FormatFleetBody(m)));
+    inbox_.push_back(FormatFleetMessage(m));
   }
   // Delivers any text as if published (for hostile-writer tests).
   void DeliverRaw(std::string text) { inbox_.push_back(std::move(text)); }
@@ -278,6 +288,65 @@ TEST_F(FleetSyncTest, OpenPropagatesWithTheSameCooldownEnd) {
   EXPECT_EQ(b_->sync->counters().applied, 1u);
   // a does not apply its own message.
   EXPECT_EQ(a_->sync->counters().applied, 0u);
+}
+
+TEST_F(FleetSyncTest, ACooldownEndIsTheSameOnNodesAMinuteOffTheStoresClock) {
+  // c's clock is a minute ahead of the store's, d's a minute behind; a's is
+  // right. A cooldown end in a's own clock would end c's a minute early and
+  // d's a minute late.
+  auto shifted = [this](absl::Duration by) {
+    return [this, by](FleetOptions* o) {
+      o->wall_now = [this, by] { return wall_ + by; };
+    };
+  };
+  Sidecar c("c", &redis_, &wall_, shifted(Seconds(60)));
+  Sidecar d("d", &redis_, &wall_, shifted(Seconds(-60)));
+  c.Step();
+  d.Step();
+  a_->Trip("dep/x");
+  a_->Step();
+  c.Step();
+  d.Step();
+  for (Sidecar* s : {&c, &d}) {
+    auto got = s->registry.Get("dep/x");
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->state, State::kOpen);
+    EXPECT_EQ(got->retry_after, Seconds(10));
+  }
+  // The stored state read on a join is measured the same way.
+  Advance(Seconds(4));
+  Sidecar e("e", &redis_, &wall_, shifted(Seconds(60)));
+  e.clock.Advance(Seconds(4));
+  e.Step();
+  auto got = e.registry.Get("dep/x");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, State::kOpen);
+  EXPECT_EQ(got->retry_after, Seconds(6));
+}
+
+TEST_F(FleetSyncTest, AFormatItDoesNotKnowIsIgnoredAndCountedNotRefused) {
+  b_->store->DeliverRaw("7 v3 1800000000000 a forced_open 0 0 dep/x");
+  b_->store->DeliverRaw("8 v99 anything at all");
+  b_->Step();
+  EXPECT_EQ(b_->sync->counters().unknown_versions, 2u);
+  EXPECT_EQ(b_->sync->counters().refused, 0u);
+  EXPECT_EQ(b_->State("dep/x"), State::kClosed);
+  // Both known formats are read: v2 (the store's clock) and the untagged
+  // v1 of earlier releases (the origin's clock).
+  b_->store->DeliverRaw("1 v2 1800000000000 a forced_open 0 0 dep/x");
+  b_->store->DeliverRaw("1 a/1/f forced_closed 0 0 dep/y");
+  b_->Step();
+  EXPECT_EQ(b_->State("dep/x"), State::kForcedOpen);
+  EXPECT_EQ(b_->State("dep/y"), State::kForcedClosed);
+  // A v2 message is validated field by field too.
+  for (const char* bad :
+       {"2 v2 -5 a reset 0 0 dep/x", "2 v2 1800000000000 a reset 0 0",
+        "2 v2 99999999999999999 a reset 0 0 dep/x"}) {
+    b_->store->DeliverRaw(bad);
+  }
+  b_->Step();
+  EXPECT_EQ(b_->sync->counters().refused, 3u);
+  EXPECT_EQ(b_->State("dep/x"), State::kForcedOpen);
 }
 
 TEST_F(FleetSyncTest, DuplicatesAndOlderVersionsChangeNothing) {
