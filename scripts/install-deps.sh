@@ -9,4 +9,4 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommen
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev prometheus-cpp-dev libcivetweb-dev libyaml-cpp-dev \
   libgtest-dev libgmock-dev libbenchmark-dev libhiredis-dev grpc-proto \
-  redis-server stunnel4 openssl prometheus yamllint python3-yaml python3-venv curl ca-certificates
+  redis-server stunnel4 openssl faketime prometheus yamllint python3-yaml python3-venv curl ca-certificates
