@@ -230,6 +230,7 @@ Transition Breaker::Event(Instant now, State from, State to,
   t.consecutive_failures = consecutive_failures_;
   t.window = Window(now);
   t.shadow = policy_->mode == Mode::kShadow;
+  t.fleet_unconfirmed = episode_ == Episode::kUnconfirmed;
   return t;
 }
 
@@ -237,6 +238,10 @@ void Breaker::ClearHistory() {
   window_.Clear();
   consecutive_failures_ = 0;
   escalation_ = 0;
+  // What was counted before a close no longer counts after it, in the
+  // fleet's window either.
+  fleet_gained_ = {};
+  fleet_trip_pending_ = false;
 }
 
 Transition Breaker::Open(Instant now, State from, TransitionReason reason,
@@ -244,11 +249,29 @@ Transition Breaker::Open(Instant now, State from, TransitionReason reason,
   CreditStateTime(now, &state_seconds_);
   state_entered_ns_ = now.ns;
   open_ = true;
+  const absl::Duration cooldown = NextCooldown(absl::ZeroDuration());
   open_until_ns_ =
-      now.ns + absl::ToInt64Nanoseconds(NextCooldown(retry_after_hint));
+      now.ns + absl::ToInt64Nanoseconds(std::max(cooldown, retry_after_hint));
   half_open_seen_ = false;
   probe_permit_ = 0;
   probe_successes_ = 0;
+  if (from == State::kClosed) {
+    // A new episode. In fleet mode a local trip stays local until the
+    // fleet agrees, unless it is the fleet's own verdict, the upstream's
+    // (its Retry-After set the cooldown: a shared credential's limit holds
+    // for every pod), or no quorum is needed.
+    episode_ = Episode::kNone;
+    ProbeArbiter* arbiter = context_->arbiter;
+    if (arbiter != nullptr && arbiter->Active() &&
+        policy_->mode != Mode::kShadow) {
+      const bool authoritative =
+          reason == TransitionReason::kFleetFailureRate ||
+          reason == TransitionReason::kFleetSlowCallRate ||
+          retry_after_hint > cooldown || FleetQuorum(arbiter->Members()) <= 1;
+      episode_ = authoritative ? Episode::kConfirmed : Episode::kUnconfirmed;
+      fleet_trip_pending_ = !authoritative;
+    }
+  }
   return MoveTo(now, from, State::kOpen, reason);
 }
 
@@ -261,7 +284,14 @@ Transition Breaker::Close(Instant now, State from, TransitionReason reason) {
   probe_permit_ = 0;
   probe_successes_ = 0;
   ClearHistory();
-  return MoveTo(now, from, State::kClosed, reason);
+  // An episode the fleet never confirmed ends here: counted once (the
+  // false-positive signal), and its close stays local like its open.
+  const bool unconfirmed = episode_ == Episode::kUnconfirmed;
+  if (unconfirmed) ++fleet_unconfirmed_opens_;
+  episode_ = Episode::kNone;
+  Transition t = MoveTo(now, from, State::kClosed, reason);
+  t.fleet_unconfirmed = unconfirmed;
+  return t;
 }
 
 std::optional<TransitionReason> Breaker::RecordClosed(Instant now,
@@ -278,6 +308,11 @@ std::optional<TransitionReason> Breaker::RecordClosed(Instant now,
     consecutive_failures_ = 0;
   }
   if (slow) window_.Add(now.ns, width, kSlow);
+  if (context_->arbiter != nullptr && policy_->fleet.share_window) {
+    ++fleet_gained_[kCalls];
+    if (verdict == Verdict::kFailure) ++fleet_gained_[kFailures];
+    if (slow) ++fleet_gained_[kSlow];
+  }
   if (!may_trip) return std::nullopt;
 
   const Policy& p = *policy_;
@@ -386,10 +421,11 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
 
 bool Breaker::FleetAllowsProbe(Instant now, AcquireResult* r) {
   ProbeArbiter* arbiter = context_->arbiter;
-  // A shadow breaker's episodes are its own (never published): it probes
-  // locally and never holds the fleet's probe.
+  // A shadow breaker's episodes are its own (never published), and so is
+  // an unconfirmed local trip: it probes locally and never holds the
+  // fleet's probe.
   if (arbiter == nullptr || !arbiter->Active() ||
-      policy_->mode == Mode::kShadow) {
+      policy_->mode == Mode::kShadow || episode_ == Episode::kUnconfirmed) {
     return true;
   }
   if (claim_ == Claim::kHeld && now.ns < claim_until_ns_) return true;
@@ -464,6 +500,11 @@ std::optional<Transition> Breaker::ApplyExternal(const ExternalState& state,
       half_open_seen_ = false;
       probe_permit_ = 0;
       probe_successes_ = 0;
+      // The fleet's open (also one that confirms a local trip of ours); a
+      // restored one is this sidecar's own, as before the restart.
+      episode_ = reason == TransitionReason::kRestored ? Episode::kNone
+                                                       : Episode::kConfirmed;
+      fleet_trip_pending_ = false;
       // With an override, the open period runs beneath it, unseen.
       if (overridden) return std::nullopt;
       t = MoveTo(now, from, State::kOpen, reason);
@@ -583,6 +624,85 @@ std::optional<Transition> Breaker::SetPolicy(
   return Event(now, state, state, TransitionReason::kReload);
 }
 
+// --- fleet -----------------------------------------------------------------
+
+bool Breaker::QueueForFleet() {
+  if (fleet_queued_ || (fleet_gained_[kCalls] == 0 && !fleet_trip_pending_)) {
+    return false;
+  }
+  fleet_queued_ = true;
+  return true;
+}
+
+FleetDelta Breaker::TakeFleetDelta() {
+  FleetDelta d;
+  d.dependency = dependency_;
+  d.gained = WindowCounts{fleet_gained_[kCalls], fleet_gained_[kFailures],
+                          fleet_gained_[kSlow]};
+  d.window = policy_->failure_rate.window;
+  d.tripped = fleet_trip_pending_;
+  fleet_gained_ = {};
+  fleet_trip_pending_ = false;
+  fleet_queued_ = false;
+  return d;
+}
+
+uint64_t Breaker::FleetQuorum(uint64_t members) const {
+  uint64_t q = std::max<uint64_t>(1, policy_->fleet.quorum);
+  if (members > 0) q = std::min(q, members);
+  return q;
+}
+
+std::optional<TransitionReason> Breaker::FleetRule(const FleetWindow& w,
+                                                   uint64_t members) const {
+  const Policy& p = *policy_;
+  if (!p.fleet.share_window || w.sources < FleetQuorum(members)) {
+    return std::nullopt;
+  }
+  if (p.failure_rate.threshold > 0 && w.calls >= p.failure_rate.min_calls &&
+      static_cast<double>(w.failures) >=
+          p.failure_rate.threshold * static_cast<double>(w.calls)) {
+    return TransitionReason::kFleetFailureRate;
+  }
+  if (p.slow_call_rate.threshold > 0 && w.calls >= p.slow_call_rate.min_calls &&
+      static_cast<double>(w.slow) >=
+          p.slow_call_rate.threshold * static_cast<double>(w.calls)) {
+    return TransitionReason::kFleetSlowCallRate;
+  }
+  return std::nullopt;
+}
+
+FleetWindowEffect Breaker::ApplyFleetWindow(
+    const FleetWindow& w, uint64_t members,
+    std::optional<Transition>* transition) {
+  const Instant now = NowInstant();
+  auto clamp32 = [](uint64_t v) {
+    return static_cast<uint32_t>(std::min<uint64_t>(v, UINT32_MAX));
+  };
+  fleet_window_calls_ = clamp32(w.calls);
+  fleet_window_failures_ = clamp32(w.failures);
+  fleet_window_at_ns_ = std::max<int64_t>(now.ns, 1);  // 0: never read
+
+  FleetWindowEffect effect;
+  const std::optional<TransitionReason> rule = FleetRule(w, members);
+  const State state = DerivedState(now);
+  if (state == State::kClosed && rule.has_value()) {
+    *transition = Open(now, state, *rule, absl::ZeroDuration());
+  } else if (episode_ == Episode::kUnconfirmed &&
+             (rule.has_value() || w.trips >= FleetQuorum(members))) {
+    episode_ = Episode::kConfirmed;
+    // Still open: the fleet opens with us, until our cooldown's end. (Past
+    // it, our probe decides for us alone; the fleet needs no open period
+    // that is already over.)
+    if (state == State::kOpen) {
+      effect.publish_open = true;
+      effect.open_remaining = absl::Nanoseconds(open_until_ns_ - now.ns);
+      effect.escalation_level = escalation_;
+    }
+  }
+  return effect;
+}
+
 // --- reads -----------------------------------------------------------------
 
 State Breaker::CurrentState() const { return DerivedState(NowInstant()); }
@@ -616,6 +736,14 @@ BreakerSnapshot Breaker::Snapshot() const {
   s.probe_in_flight = s.state == State::kHalfOpen && probe_permit_ != 0 &&
                       now.ns < probe_until_ns_;
   s.failure_rate_threshold = policy_->failure_rate.threshold;
+  s.fleet_window_known = fleet_window_at_ns_ != 0;
+  if (s.fleet_window_known &&
+      now.ns - fleet_window_at_ns_ <
+          absl::ToInt64Nanoseconds(policy_->failure_rate.window)) {
+    s.fleet_window_calls = fleet_window_calls_;
+    s.fleet_window_failures = fleet_window_failures_;
+  }
+  s.fleet_unconfirmed_opens = fleet_unconfirmed_opens_;
   s.acquires = acquires_;
   for (int c = 1; c < kOutcomeClassCount; ++c) {
     const auto cls = static_cast<OutcomeClass>(c);

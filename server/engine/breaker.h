@@ -49,6 +49,9 @@ class ProbeArbiter {
   // `generation`, held for `lease`.
   virtual void RequestClaim(absl::string_view dependency, uint64_t generation,
                             absl::Duration lease) = 0;
+  // The fleet's live members (this sidecar included), 0 if unknown: a
+  // quorum is never more than this.
+  virtual uint64_t Members() const { return 0; }
 };
 
 // What every breaker of a Registry shares, kept once (breakers hold a
@@ -123,6 +126,22 @@ class Breaker {
   // learn it; else nullopt. REQUIRES: policy non-null.
   std::optional<Transition> SetPolicy(std::shared_ptr<const Policy> policy);
 
+  // Fleet mode. True once each time outcomes are counted while none were
+  // waiting for the fleet: the Registry then queues this breaker for the
+  // fleet thread, which takes them with TakeFleetDelta.
+  bool QueueForFleet();
+  // The counted outcomes gained since the last take (and whether a local
+  // trip waits for the fleet's confirmation), cleared.
+  FleetDelta TakeFleetDelta();
+  // The fleet's sums over this breaker's window: kept for status; with
+  // fleet.share_window, a closed breaker opens (kFleetFailureRate /
+  // kFleetSlowCallRate) when a rule crosses on them with failures from a
+  // quorum of sidecars (fleet.quorum, at most `members`), and an
+  // unconfirmed local open is confirmed by that or by a quorum of trips.
+  // Returns the transition, if any, through *transition.
+  FleetWindowEffect ApplyFleetWindow(const FleetWindow& window,
+                                     uint64_t members,
+                                     std::optional<Transition>* transition);
   BreakerSnapshot Snapshot() const;
   State CurrentState() const;
   uint64_t generation() const { return generation_; }
@@ -136,6 +155,8 @@ class Breaker {
   enum class Override : uint8_t { kNone, kForcedOpen, kForcedClosed };
   // Fleet mode: where the fleet-wide probe of this half-open period is.
   enum class Claim : uint8_t { kNone, kPending, kHeld, kElsewhere };
+  // Fleet mode: whether the fleet stands behind the open period.
+  enum class Episode : uint8_t { kNone, kUnconfirmed, kConfirmed };
   enum Counter { kCalls = 0, kFailures = 1, kSlow = 2 };
   enum BudgetCounter { kFirsts = 0, kRetries = 1 };
 
@@ -162,6 +183,12 @@ class Breaker {
   WindowCounts Window(Instant now) const;
   bool RetryAllowed(Instant now) const;
   absl::Duration NextCooldown(absl::Duration hint) const;
+
+  // The effective fleet quorum: fleet.quorum, at most the live members.
+  uint64_t FleetQuorum(uint64_t members) const;
+  // The rule the fleet's window crosses, if any.
+  std::optional<TransitionReason> FleetRule(const FleetWindow& w,
+                                            uint64_t members) const;
 
   // Counts a closed-state outcome; returns the trip reason if a rule fires.
   std::optional<TransitionReason> RecordClosed(Instant now, Verdict verdict,
@@ -203,6 +230,10 @@ class Breaker {
   // Fleet mode: the probe claim, valid until claim_until_ns_ (for kPending:
   // when to ask again if no answer came).
   Claim claim_ = Claim::kNone;
+  Episode episode_ = Episode::kNone;
+  // Outcomes counted since the fleet last took them wait in fleet_gained_;
+  // fleet_queued_: the Registry has this breaker in its queue.
+  bool fleet_queued_ = false;
   // A hash of dependency_, mixed into permit tags (fills what would be
   // padding; set once in the constructor).
   uint32_t name_hash_ = 0;
@@ -217,6 +248,15 @@ class Breaker {
   int64_t probe_until_ns_ = 0;
   int64_t claim_until_ns_ = 0;
   int64_t last_activity_ns_ = 0;
+  // Fleet mode: the outcomes waiting for the fleet (by Counter), and
+  // whether a local trip waits to be told to it.
+  std::array<uint32_t, 3> fleet_gained_{};
+  bool fleet_trip_pending_ = false;
+  // The fleet's window as last read, and when (Clock nanoseconds; 0: never).
+  uint32_t fleet_window_calls_ = 0;
+  uint32_t fleet_window_failures_ = 0;
+  int64_t fleet_window_at_ns_ = 0;
+  uint32_t fleet_unconfirmed_opens_ = 0;
 
   // Bucket widths in microseconds, derived from policy_ (CacheWidths).
   uint32_t window_width_us_ = 1;

@@ -176,13 +176,22 @@ absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
     return absl::InvalidArgumentError("retry_after: must not be negative");
   }
   ReportInput in{*outcome, facts.latency, facts.retry_after};
+  bool queue_for_fleet = false;
   absl::StatusOr<absl::StatusOr<ReportResult>> found =
       WithBreaker(dependency, /*create=*/false, [&](Breaker& b) {
         std::optional<Transition> transition;
         absl::StatusOr<ReportResult> r = b.Report(permit, in, &transition);
         if (transition.has_value()) Notify(*transition);
+        queue_for_fleet = context_.arbiter != nullptr && b.QueueForFleet();
         return r;
       });
+  if (queue_for_fleet) {
+    // Once per breaker between two TakeFleetDeltas: the lock again is
+    // cheaper than keeping the shard in the lambda's reach.
+    Shard& shard = ShardFor(dependency);
+    MutexLock lock(&shard.mu);
+    shard.fleet_queue.emplace_back(dependency);
+  }
   if (!found.ok() && !absl::IsNotFound(found.status())) {
     return found.status();  // a bad dependency name
   }
@@ -285,6 +294,38 @@ void Registry::SetProbeClaim(absl::string_view dependency, uint64_t generation,
     b.SetProbeClaim(generation, won, lease);
     return true;
   }).IgnoreError();
+}
+
+std::vector<FleetDelta> Registry::TakeFleetDeltas() {
+  std::vector<FleetDelta> out;
+  std::vector<std::string> names;
+  for (Shard& shard : shards_) {
+    MutexLock lock(&shard.mu);
+    if (shard.fleet_queue.empty()) continue;
+    names.clear();
+    names.swap(shard.fleet_queue);
+    for (const std::string& name : names) {
+      auto it = shard.map.find(name);
+      if (it == shard.map.end()) continue;  // evicted since
+      FleetDelta d = it->second->TakeFleetDelta();
+      if (d.gained.calls == 0 && !d.tripped) continue;  // queued twice
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+FleetWindowEffect Registry::ApplyFleetWindow(absl::string_view dependency,
+                                             const FleetWindow& window,
+                                             uint64_t members) {
+  absl::StatusOr<FleetWindowEffect> effect =
+      WithBreaker(dependency, /*create=*/false, [&](Breaker& b) {
+        std::optional<Transition> transition;
+        FleetWindowEffect e = b.ApplyFleetWindow(window, members, &transition);
+        if (transition.has_value()) Notify(*transition);
+        return e;
+      });
+  return effect.ok() ? *effect : FleetWindowEffect{};
 }
 
 void Registry::ApplyPolicies(std::shared_ptr<const PolicySet> policies) {

@@ -152,6 +152,18 @@ class Registry {
   void SetProbeClaim(absl::string_view dependency, uint64_t generation,
                      bool won, absl::Duration lease);
 
+  // Fleet mode: every breaker that counted outcomes (or tripped locally)
+  // since the last call, with what it gained (Breaker::TakeFleetDelta).
+  // One shard locked at a time; the request path only appends a name to
+  // its shard's queue, once per breaker between two calls.
+  std::vector<FleetDelta> TakeFleetDeltas();
+  // Fleet mode: the fleet's sums over the named breaker's window
+  // (Breaker::ApplyFleetWindow); observers see a transition it makes.
+  // Unknown names change nothing (a default effect).
+  FleetWindowEffect ApplyFleetWindow(absl::string_view dependency,
+                                     const FleetWindow& window,
+                                     uint64_t members);
+
   // Swaps in a new policy set and re-applies it to every existing breaker in
   // place (state, counters, escalation and generation survive).
   void ApplyPolicies(std::shared_ptr<const PolicySet> policies);
@@ -183,6 +195,8 @@ class Registry {
     absl::flat_hash_map<absl::string_view, std::unique_ptr<Breaker>, NameHasher,
                         NameEq>
         map ABSL_GUARDED_BY(mu);
+    // Fleet mode: names of breakers with outcomes for the fleet thread.
+    std::vector<std::string> fleet_queue ABSL_GUARDED_BY(mu);
   };
 
   Shard& ShardFor(absl::string_view dependency) const;

@@ -87,6 +87,10 @@ absl::string_view TransitionReasonName(TransitionReason r) {
       return "fleet";
     case TransitionReason::kRestored:
       return "restored";
+    case TransitionReason::kFleetFailureRate:
+      return "fleet_failure_rate";
+    case TransitionReason::kFleetSlowCallRate:
+      return "fleet_slow_call_rate";
     case TransitionReason::kReload:
       return "reload";
   }
@@ -124,6 +128,7 @@ void AddCounters(const BreakerSnapshot& from, BreakerSnapshot* into) {
   }
   into->latency_sum_seconds += from.latency_sum_seconds;
   into->latency_count += from.latency_count;
+  into->fleet_unconfirmed_opens += from.fleet_unconfirmed_opens;
 }
 
 }  // namespace breakerd

@@ -75,6 +75,10 @@ enum class TransitionReason : uint8_t {
   kFleet,
   // Read back from the --state-file at start-up.
   kRestored,
+  // Fleet mode: the failure-rate / slow-call-rate rule crossed on the
+  // fleet's sums over the window (with failures from a quorum of sidecars).
+  kFleetFailureRate,
+  kFleetSlowCallRate,
   // Not a state change: a reload changed the breaker's mode (enforce /
   // shadow). The event carries from == to and the current generation, so
   // Watch clients learn the new mode; it is not counted as a transition and
@@ -131,6 +135,44 @@ struct Transition {
   // The breaker's policy is in shadow mode: it never refuses a call, so no
   // client refuses it locally and the fleet never enforces its opens.
   bool shadow = false;
+  // Fleet mode: the open period this transition belongs to is a local trip
+  // the fleet has not confirmed (yet): it stays local, its probe too. On
+  // the close that ends such an episode, it was never confirmed.
+  bool fleet_unconfirmed = false;
+};
+
+// Fleet mode: the fleet's sums over one breaker's window (Redis time
+// buckets of the policy's window), and what they were built from.
+struct FleetWindow {
+  uint64_t calls = 0;
+  uint64_t failures = 0;
+  uint64_t slow = 0;
+  // Distinct sidecars that contributed failures or slow calls to it.
+  uint64_t sources = 0;
+  // Distinct sidecars that tripped the dependency locally within it.
+  uint64_t trips = 0;
+};
+
+// Fleet mode: a breaker's counted outcomes gained since the fleet last took
+// them (FleetSync flushes them to the fleet's window).
+struct FleetDelta {
+  std::string dependency;
+  WindowCounts gained;
+  // The policy's window, whose buckets the fleet keeps (width = window /
+  // kFleetWindowBuckets).
+  absl::Duration window = absl::ZeroDuration();
+  // True if the breaker tripped locally and waits for the fleet to confirm.
+  bool tripped = false;
+};
+inline constexpr int kFleetWindowBuckets = 10;
+
+// What a breaker did with the fleet's window (Registry::ApplyFleetWindow).
+struct FleetWindowEffect {
+  // Its unconfirmed local open is now confirmed: publish it (open for
+  // `open_remaining` more, at `escalation_level`).
+  bool publish_open = false;
+  absl::Duration open_remaining = absl::ZeroDuration();
+  uint32_t escalation_level = 0;
 };
 
 // A state decided outside this breaker (by the fleet or a state file), to
@@ -170,6 +212,11 @@ struct BreakerSnapshot {
   bool shadow = false;
   bool probe_in_flight = false;
   double failure_rate_threshold = 0;
+  // Fleet mode: the fleet's window as last read (zero once older than the
+  // window), and whether one was ever read for this breaker.
+  bool fleet_window_known = false;
+  uint64_t fleet_window_calls = 0;
+  uint64_t fleet_window_failures = 0;
 
   // Monotonic counters since the breaker was created.
   std::array<uint64_t, kDecisionCount> acquires{};
@@ -191,13 +238,15 @@ struct BreakerSnapshot {
   std::array<uint64_t, kLatencyBuckets + 1> latency_buckets{};  // last: +Inf
   double latency_sum_seconds = 0;
   uint64_t latency_count = 0;
+  // Fleet mode: local open episodes that ended never confirmed by the fleet.
+  uint64_t fleet_unconfirmed_opens = 0;
 };
 
 // Adds the monotonic counters of `from` to `into`: acquires, reports,
-// retries, transitions (merged by from, to and reason), state seconds and
-// the latency histogram. Nothing else of `into` changes. A total over many
-// breakers built this way (Registry::SumCounters) never goes down while
-// breakers are added, counted or evicted.
+// retries, transitions (merged by from, to and reason), state seconds, the
+// latency histogram and the fleet's unconfirmed opens. Nothing else of `into`
+// changes. A total over many breakers built this way (Registry::SumCounters)
+// never goes down while breakers are added, counted or evicted.
 void AddCounters(const BreakerSnapshot& from, BreakerSnapshot* into);
 
 }  // namespace breakerd

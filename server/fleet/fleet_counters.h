@@ -25,6 +25,10 @@ struct FleetCounters {
   // Messages in a format this sidecar does not know (a newer release's),
   // ignored.
   uint64_t unknown_versions = 0;
+  // Window syncs (one pipelined round trip each), and local trips the
+  // fleet confirmed (by its window or a quorum of trips) and published.
+  uint64_t window_syncs = 0;
+  uint64_t confirmed_opens = 0;
 };
 
 }  // namespace breakerd

@@ -56,7 +56,7 @@ std::string FormatFleetMessage(const FleetMessage& m) {
   return absl::StrCat(m.version, " v", kFleetFormat, " ", m.stored_unix_ms, " ",
                       m.origin, " ", FleetKindName(m.kind), " ",
                       m.open_until_unix_ms, " ", m.escalation_level, " ",
-                      m.dependency);
+                      m.reason, " ", m.dependency);
 }
 
 namespace {
@@ -96,8 +96,9 @@ absl::StatusOr<FleetMessage> ParseFleetMessage(absl::string_view text) {
     }
   }
   // Format 1: version origin kind until escalation dependency.
-  // Format 2: version v2 stored origin kind until escalation dependency.
-  const size_t want = m.format == 1 ? 6 : 8;
+  // Format 2: version v2 stored origin kind until escalation reason
+  // dependency.
+  const size_t want = m.format == 1 ? 6 : 9;
   if (f.size() != want) {
     return absl::InvalidArgumentError(
         absl::StrCat("fleet message: want ", want, " fields in format v",
@@ -118,7 +119,19 @@ absl::StatusOr<FleetMessage> ParseFleetMessage(absl::string_view text) {
     i = 3;
   }
   const absl::string_view origin = f[i], kind = f[i + 1], until = f[i + 2],
-                          escalation = f[i + 3], dependency = f[i + 4];
+                          escalation = f[i + 3], dependency = f.back();
+  if (m.format == kFleetFormat) {
+    const absl::string_view reason = f[i + 4];
+    if (reason.empty() || reason.size() > kMaxFleetReasonBytes ||
+        !std::all_of(reason.begin(), reason.end(), [](char c) {
+          return (c >= 'a' && c <= 'z') || c == '_';
+        })) {
+      return FieldError(
+          "reason", absl::StrCat("1-", kMaxFleetReasonBytes, " bytes of a-z _"),
+          reason);
+    }
+    m.reason = std::string(reason);
+  }
   if (origin.empty() || origin.size() > kMaxFleetOriginBytes ||
       !std::all_of(origin.begin(), origin.end(),
                    [](char c) { return c > ' ' && c < 0x7f; })) {

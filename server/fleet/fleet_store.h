@@ -45,6 +45,9 @@ struct FleetMessage {
   int64_t open_until_unix_ms = 0;
   // kOpen: the escalation level.
   uint32_t escalation_level = 0;
+  // Why the origin moved (TransitionReasonName: "consecutive_failures",
+  // "fleet_failure_rate", "forced_open", ...); empty in format 1.
+  std::string reason;
 };
 
 // A state to publish: the store stamps it with its version and its clock.
@@ -55,6 +58,8 @@ struct FleetPublish {
   // kOpen: the cooldown left now; the store adds its own time to it.
   absl::Duration open_remaining = absl::ZeroDuration();
   uint32_t escalation_level = 0;
+  // TransitionReasonName of the origin's transition.
+  std::string reason;
 };
 
 struct PublishAnswer {
@@ -76,21 +81,24 @@ inline constexpr uint64_t kMaxFleetVersion = INT64_MAX;
 // 9999-12-31T23:59:59.999Z: later cooldown ends are not wall-clock times.
 inline constexpr int64_t kMaxFleetUnixMs = 253402300799999;
 inline constexpr uint32_t kMaxFleetEscalation = 64;
+// A reason: lower_snake_case, as TransitionReasonName.
+inline constexpr size_t kMaxFleetReasonBytes = 32;
 // The store's incarnation: an origin, "@" and a time.
 inline constexpr size_t kMaxIncarnationBytes = 256;
 
 // The kind's wire name ("open", "closed", "forced_open", ...).
 absl::string_view FleetKindName(ExternalState::Kind kind);
 // The whole wire text of m in kFleetFormat: "<version> v2 <stored_unix_ms>
-// <origin> <kind> <open_until_unix_ms> <escalation> <dependency>". (The
-// Redis store builds the same text inside its publish script, where the
+// <origin> <kind> <open_until_unix_ms> <escalation> <reason> <dependency>".
+// (The Redis store builds the same text inside its publish script, where the
 // time is the store's.)
 std::string FormatFleetMessage(const FleetMessage& m);
 // Parses and validates a wire text: at most kMaxFleetMessageBytes (checked
 // before anything else), version 1..kMaxFleetVersion, origin
 // 1..kMaxFleetOriginBytes of printable ASCII, a known kind, times
 // 0..kMaxFleetUnixMs, escalation 0..kMaxFleetEscalation, all in plain
-// decimal digits, and the dependency by ValidateDependency. Returns
+// decimal digits, a reason of 1..kMaxFleetReasonBytes of [a-z_], and the
+// dependency by ValidateDependency. Returns
 // INVALID_ARGUMENT naming the field, or UNIMPLEMENTED for a format this
 // sidecar does not know ("v3 ..."); the message quotes at most a short
 // escaped prefix of the offending text, never the whole.
@@ -100,6 +108,22 @@ struct ClaimAnswer {
   bool won = false;
   // The lease left: the full lease if won, else the holder's.
   absl::Duration lease = absl::ZeroDuration();
+};
+
+// One dependency's share of a window sync (FleetStore::SyncWindows).
+struct WindowSync {
+  std::string dependency;
+  // Counted outcomes gained since the last sync (may be negative later,
+  // when a count is replaced).
+  int64_t calls = 0;
+  int64_t failures = 0;
+  int64_t slow = 0;
+  // The fleet's buckets: `buckets` of `width` make the window; the width is
+  // part of the keys, so policies with different windows never mix.
+  absl::Duration width = absl::Seconds(3);
+  int buckets = 10;
+  // This sidecar tripped the dependency locally (once per episode).
+  bool tripped = false;
 };
 
 struct HeartbeatAnswer {
@@ -146,6 +170,18 @@ class FleetStore {
   // dead or hung store while idle.
   virtual absl::StatusOr<HeartbeatAnswer> Heartbeat(absl::string_view id,
                                                     absl::Duration ttl) = 0;
+  // For each sync, in one pipelined round trip: adds the counts gained to
+  // the current bucket (by the store's clock) of the dependency's fleet
+  // window, records `id` among the window's sources if it gained failures
+  // or slow calls and among its trips if it tripped, forgets buckets older
+  // than the window, and answers the window's sums (in the order given).
+  // Every key expires with the window.
+  virtual absl::StatusOr<std::vector<FleetWindow>> SyncWindows(
+      absl::string_view id, const std::vector<WindowSync>& syncs) = 0;
+  // A fleet open of `dependency` closed: its window (of this `width`) is
+  // emptied, so the failures from before the close no longer count.
+  virtual absl::Status EndEpisode(absl::string_view dependency,
+                                  absl::Duration width) = 0;
   // Waits at most `timeout` for published messages (or Wake()) and returns
   // the payloads that arrived (possibly none), raw and cut as ReadStates':
   // the caller parses, validates and counts them.

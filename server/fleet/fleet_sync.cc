@@ -19,15 +19,18 @@ std::optional<ExternalState::Kind> PublishedKind(const Transition& t) {
   if (t.reason == TransitionReason::kReset) return ExternalState::Kind::kReset;
   switch (t.to) {
     case State::kOpen:
-      if (t.shadow) return std::nullopt;
+      // A local trip the fleet has not confirmed stays local (FleetSync
+      // publishes it once the fleet's window or a quorum agrees).
+      if (t.shadow || t.fleet_unconfirmed) return std::nullopt;
       return ExternalState::Kind::kOpen;
     case State::kForcedOpen:
       return ExternalState::Kind::kForcedOpen;
     case State::kForcedClosed:
       return ExternalState::Kind::kForcedClosed;
     case State::kClosed:
-      // A probe's success: the fleet closes with us.
-      if (t.from == State::kHalfOpen && !t.shadow) {
+      // A probe's success: the fleet closes with us (unless the episode
+      // was ours alone).
+      if (t.from == State::kHalfOpen && !t.shadow && !t.fleet_unconfirmed) {
         return ExternalState::Kind::kClosed;
       }
       return std::nullopt;
@@ -86,6 +89,7 @@ void FleetSync::OnTransition(const Transition& t) {
       p.state.origin = options_.id;
       p.state.kind = *kind;
       p.state.escalation_level = t.escalation_level;
+      p.state.reason = std::string(TransitionReasonName(t.reason));
       p.open_until = options_.wall_now() + t.retry_after;
       auto [it, inserted] = publishes_.insert_or_assign(t.dependency, p);
       if (inserted) publish_order_.push_back(t.dependency);
@@ -203,6 +207,53 @@ absl::Status FleetSync::Heartbeat() {
   absl::StatusOr<std::vector<std::string>> states = store_->ReadStates();
   if (!states.ok()) return states.status();
   for (const std::string& text : *states) ApplyText(text, /*rejoin=*/true);
+  return absl::OkStatus();
+}
+
+absl::Duration FleetSync::WindowWidth(absl::string_view dependency) const {
+  return registry_->policies()->Match(dependency)->failure_rate.window /
+         kFleetWindowBuckets;
+}
+
+absl::Status FleetSync::SyncWindows() {
+  next_window_sync_ = options_.wall_now() + options_.heartbeat_interval;
+  std::vector<FleetDelta> deltas = registry_->TakeFleetDeltas();
+  if (deltas.empty()) return absl::OkStatus();
+  std::vector<WindowSync> syncs;
+  syncs.reserve(deltas.size());
+  for (const FleetDelta& d : deltas) {
+    WindowSync w;
+    w.dependency = d.dependency;
+    w.calls = static_cast<int64_t>(d.gained.calls);
+    w.failures = static_cast<int64_t>(d.gained.failures);
+    w.slow = static_cast<int64_t>(d.gained.slow);
+    w.width = d.window / kFleetWindowBuckets;
+    w.buckets = kFleetWindowBuckets;
+    w.tripped = d.tripped;
+    syncs.push_back(std::move(w));
+  }
+  absl::StatusOr<std::vector<FleetWindow>> windows =
+      store_->SyncWindows(options_.id, syncs);
+  if (!windows.ok()) return windows.status();
+  Bump(&FleetCounters::window_syncs);
+  const uint64_t members = members_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < windows->size() && i < syncs.size(); ++i) {
+    const FleetWindowEffect effect = registry_->ApplyFleetWindow(
+        syncs[i].dependency, (*windows)[i], members);
+    if (!effect.publish_open) continue;
+    // Our local trip is confirmed: the fleet opens with us, until its end.
+    Pending p;
+    p.state.dependency = syncs[i].dependency;
+    p.state.origin = options_.id;
+    p.state.kind = ExternalState::Kind::kOpen;
+    p.state.escalation_level = effect.escalation_level;
+    p.state.reason = "confirmed";
+    p.open_until = options_.wall_now() + effect.open_remaining;
+    Bump(&FleetCounters::confirmed_opens);
+    MutexLock lock(&mu_);
+    auto [it, inserted] = publishes_.insert_or_assign(p.state.dependency, p);
+    if (inserted) publish_order_.push_back(p.state.dependency);
+  }
   return absl::OkStatus();
 }
 
@@ -336,8 +387,16 @@ void FleetSync::Apply(const FleetMessage& m, bool rejoin) {
       return;
     }
   }
+  // The fleet's own verdicts keep their reason on every sidecar.
+  TransitionReason reason = TransitionReason::kFleet;
+  if (m.kind == ExternalState::Kind::kOpen) {
+    for (TransitionReason r : {TransitionReason::kFleetFailureRate,
+                               TransitionReason::kFleetSlowCallRate}) {
+      if (m.reason == TransitionReasonName(r)) reason = r;
+    }
+  }
   absl::StatusOr<BreakerSnapshot> s =
-      registry_->ApplyExternal(m.dependency, state, TransitionReason::kFleet);
+      registry_->ApplyExternal(m.dependency, state, reason);
   if (!s.ok()) {
     uint64_t suppressed = 0;
     if (TakeLogBudget(&apply_failed_log_, &suppressed)) {
@@ -353,6 +412,9 @@ void FleetSync::Apply(const FleetMessage& m, bool rejoin) {
 
 void FleetSync::RunOnce(absl::Duration wait) {
   if (!connected_.load(std::memory_order_acquire)) {
+    // While the store is away every breaker decides on its own window:
+    // what it counts meanwhile is not the fleet's.
+    registry_->TakeFleetDeltas();
     const absl::Time now = options_.wall_now();
     if (now < next_connect_) {
       // Claims are answered locally while the store is away.
@@ -414,6 +476,12 @@ void FleetSync::RunOnce(absl::Duration wait) {
     }
     const absl::Time now = options_.wall_now();
     LearnStoreClock(a->store_unix_ms, sent, now);
+    if (p.state.kind == ExternalState::Kind::kClosed ||
+        p.state.kind == ExternalState::Kind::kReset) {
+      // The episode is over for the fleet: its failures no longer count.
+      failed = store_->EndEpisode(p.state.dependency,
+                                  WindowWidth(p.state.dependency));
+    }
     // The store's own answer: newer than anything seen, unless a message
     // for it is still in flight.
     RecordVersion(
@@ -421,6 +489,9 @@ void FleetSync::RunOnce(absl::Duration wait) {
         std::max(LastVersion(p.state.dependency, now).value_or(0), a->version),
         now);
     Bump(&FleetCounters::published);
+  }
+  if (failed.ok() && options_.wall_now() >= next_window_sync_) {
+    failed = SyncWindows();
   }
   if (failed.ok() && options_.wall_now() >= next_heartbeat_) {
     failed = Heartbeat();

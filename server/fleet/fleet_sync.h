@@ -121,6 +121,7 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   }
   void RequestClaim(absl::string_view dependency, uint64_t generation,
                     absl::Duration lease) override;
+  uint64_t Members() const override { return members(); }
 
   // TransitionObserver.
   void OnTransition(const Transition& t) override;
@@ -157,6 +158,13 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   // its keys: counted (store_resets), logged ("fleet_store_reset"), the
   // versions seen forgotten and the stored states read again.
   absl::Status Heartbeat();
+  // Flushes what every breaker counted since the last sync to the fleet's
+  // windows and applies the sums read back (Registry::ApplyFleetWindow);
+  // queues the publication of local trips they confirm.
+  absl::Status SyncWindows();
+  // The fleet window's bucket width for `dependency` (its policy's window /
+  // kFleetWindowBuckets).
+  absl::Duration WindowWidth(absl::string_view dependency) const;
   // The store's clock read at `store_unix_ms` in a round trip from `sent`
   // to `received` (this node's clock): keeps store_offset_.
   void LearnStoreClock(int64_t store_unix_ms, absl::Time sent,
@@ -224,6 +232,7 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   absl::Duration backoff_;
   absl::Time next_connect_ = absl::InfinitePast();
   absl::Time next_heartbeat_ = absl::InfinitePast();
+  absl::Time next_window_sync_ = absl::InfinitePast();
   // The store's clock minus this node's (the fleet's clock is the store's:
   // cooldown ends cross nodes in it), from the last round trip.
   absl::Duration store_offset_ = absl::ZeroDuration();

@@ -21,7 +21,8 @@ namespace breakerd {
 namespace {
 
 // KEYS: version, state. ARGV: "<origin> <kind>", cooldown left in ms (-1:
-// none), "<escalation> <dependency>", channel, ttl_ms (0: no expiry).
+// none), "<escalation> <reason> <dependency>", channel, ttl_ms (0: no
+// expiry).
 // Builds the message in format v2 (FormatFleetMessage) with the store's
 // own time: when it was stored and when its cooldown ends, so that no
 // sidecar's clock is in it. Returns {version, store time in ms}.
@@ -80,6 +81,47 @@ if inc == '' then
   redis.call('SET', KEYS[2], inc)
 end
 return {redis.call('ZCARD', KEYS[1]), inc, now}
+)";
+
+// KEYS: window (hash "<bucket>:c|f|s" -> count), sources (zset id ->
+// bucket), trips (zset id -> bucket). ARGV: id, width_ms, buckets, calls,
+// failures, slow, tripped ("1"/"0"). Buckets are numbered by Redis TIME /
+// width; the window is the last `buckets` of them, older fields and
+// members are dropped (what someone else wrote that does not parse too),
+// and every key expires one bucket after the window. Returns {calls,
+// failures, slow, sources, trips} over the window.
+constexpr char kWindowScript[] = R"(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local w = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+local b = math.floor(now / w)
+local first = b - n + 1
+local gained = {tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])}
+local names = {'c', 'f', 's'}
+for i = 1, 3 do
+  if gained[i] ~= 0 then
+    redis.call('HINCRBY', KEYS[1], b .. ':' .. names[i], gained[i])
+  end
+end
+if gained[2] > 0 or gained[3] > 0 then redis.call('ZADD', KEYS[2], b, ARGV[1]) end
+if ARGV[7] == '1' then redis.call('ZADD', KEYS[3], b, ARGV[1]) end
+local sums = {c = 0, f = 0, s = 0}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local bucket, kind = string.match(all[i], '^(%d+):([cfs])$')
+  local v = tonumber(all[i + 1])
+  if bucket == nil or v == nil or tonumber(bucket) < first then
+    redis.call('HDEL', KEYS[1], all[i])
+  else
+    sums[kind] = sums[kind] + v
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. first)
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. first)
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], w * (n + 1)) end
+return {sums.c, sums.f, sums.s, redis.call('ZCARD', KEYS[2]),
+        redis.call('ZCARD', KEYS[3])}
 )";
 
 // The heartbeats key is tagged like a dependency named this, so that on a
@@ -271,6 +313,14 @@ absl::Status RedisStore::Connect() {
       return s;
     }
   }
+  // The window script runs for every active dependency at every sync: sent
+  // by its SHA once loaded. (A user whose ACL refuses SCRIPT sends it whole.)
+  window_sha_.clear();
+  if (absl::StatusOr<ReplyPtr> sha =
+          Send(cmd_, {"SCRIPT", "LOAD", kWindowScript});
+      sha.ok() && (*sha)->type == REDIS_REPLY_STRING) {
+    window_sha_.assign((*sha)->str, (*sha)->len);
+  }
   absl::StatusOr<redisContext*> sub =
       Open(options_.host, options_.port, /*select_db=*/false);
   if (!sub.ok()) {
@@ -345,7 +395,8 @@ absl::StatusOr<PublishAnswer> RedisStore::Publish(const FleetPublish& p,
       {"EVAL", kPublishScript, "2", Key(p.dependency, "version"),
        Key(p.dependency, "state"),
        absl::StrCat(p.origin, " ", FleetKindName(p.kind)), absl::StrCat(left),
-       absl::StrCat(p.escalation_level, " ", p.dependency), channel_,
+       absl::StrCat(p.escalation_level, " ", p.reason, " ", p.dependency),
+       channel_,
        absl::StrCat(std::max<int64_t>(0, absl::ToInt64Milliseconds(ttl)))},
       p.dependency);
   if (!r.ok()) return r.status();
@@ -445,6 +496,117 @@ absl::StatusOr<std::vector<std::string>> RedisStore::ReadStates() {
     } while (cursor != "0");
   }
   return out;
+}
+
+std::vector<std::string> RedisStore::WindowKeys(const WindowSync& w) const {
+  const std::string base = absl::StrCat(
+      "w2:", std::max<int64_t>(1, absl::ToInt64Milliseconds(w.width)));
+  return {Key(w.dependency, base), Key(w.dependency, base + ":sources"),
+          Key(w.dependency, base + ":trips")};
+}
+
+absl::StatusOr<FleetWindow> RedisStore::ParseWindow(const redisReply* r) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) {
+    return absl::InternalError("redis window sync: unexpected reply");
+  }
+  uint64_t v[5];
+  for (size_t i = 0; i < 5; ++i) {
+    if (r->element[i]->type != REDIS_REPLY_INTEGER) {
+      return absl::InternalError("redis window sync: unexpected reply");
+    }
+    // A count driven below zero by someone else reads as zero.
+    v[i] =
+        static_cast<uint64_t>(std::max<long long>(0, r->element[i]->integer));
+  }
+  return FleetWindow{v[0], v[1], v[2], v[3], v[4]};
+}
+
+absl::StatusOr<std::vector<FleetWindow>> RedisStore::SyncWindows(
+    absl::string_view id, const std::vector<WindowSync>& syncs) {
+  std::vector<FleetWindow> out;
+  out.reserve(syncs.size());
+  if (cmd_ == nullptr) return absl::UnavailableError("redis: not connected");
+  auto argv_for = [&](const WindowSync& w, bool by_sha) {
+    std::vector<std::string> keys = WindowKeys(w);
+    return std::vector<std::string>{
+        by_sha ? "EVALSHA" : "EVAL",
+        by_sha ? window_sha_ : std::string(kWindowScript),
+        "3",
+        keys[0],
+        keys[1],
+        keys[2],
+        std::string(id),
+        absl::StrCat(std::max<int64_t>(1, absl::ToInt64Milliseconds(w.width))),
+        absl::StrCat(std::max(1, w.buckets)),
+        absl::StrCat(w.calls),
+        absl::StrCat(w.failures),
+        absl::StrCat(w.slow),
+        w.tripped ? "1" : "0"};
+  };
+  if (cluster_) {
+    // Each dependency's keys may live on another node: one command each,
+    // following MOVED (Command).
+    for (const WindowSync& w : syncs) {
+      absl::StatusOr<ReplyPtr> r = Command(argv_for(w, false), w.dependency);
+      if (!r.ok()) return r.status();
+      absl::StatusOr<FleetWindow> window = ParseWindow(r->get());
+      if (!window.ok()) return window.status();
+      out.push_back(*window);
+    }
+    return out;
+  }
+  // One node: every script sent, then every answer read (one round trip).
+  const bool by_sha = !window_sha_.empty();
+  for (const WindowSync& w : syncs) {
+    std::vector<std::string> argv = argv_for(w, by_sha);
+    std::vector<const char*> ptrs;
+    std::vector<size_t> lens;
+    for (const std::string& a : argv) {
+      ptrs.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(cmd_, static_cast<int>(argv.size()), ptrs.data(),
+                               lens.data()) != REDIS_OK) {
+      return absl::UnavailableError(ContextError(cmd_, "window sync"));
+    }
+  }
+  std::vector<ReplyPtr> replies;
+  for (size_t i = 0; i < syncs.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(cmd_, &raw) != REDIS_OK || raw == nullptr) {
+      return absl::UnavailableError(ContextError(cmd_, "window sync"));
+    }
+    replies.emplace_back(static_cast<redisReply*>(raw));
+  }
+  // Every pipelined answer is read: the connection is free again.
+  for (size_t i = 0; i < syncs.size(); ++i) {
+    ReplyPtr& reply = replies[i];
+    if (reply->type == REDIS_REPLY_ERROR) {
+      const absl::string_view error(reply->str, reply->len);
+      if (!absl::StartsWith(error, "NOSCRIPT")) {
+        return absl::UnavailableError(
+            absl::StrCat("redis window sync: ", error));
+      }
+      // The script cache was flushed (or a new primary took over): send
+      // it whole, which caches it again.
+      absl::StatusOr<ReplyPtr> r = Send(cmd_, argv_for(syncs[i], false));
+      if (!r.ok()) return r.status();
+      reply = std::move(*r);
+    }
+    absl::StatusOr<FleetWindow> window = ParseWindow(reply.get());
+    if (!window.ok()) return window.status();
+    out.push_back(*window);
+  }
+  return out;
+}
+
+absl::Status RedisStore::EndEpisode(absl::string_view dependency,
+                                    absl::Duration width) {
+  WindowSync w;
+  w.dependency = std::string(dependency);
+  w.width = width;
+  std::vector<std::string> keys = WindowKeys(w);
+  return Command({"DEL", keys[0], keys[1], keys[2]}, dependency).status();
 }
 
 absl::StatusOr<HeartbeatAnswer> RedisStore::Heartbeat(absl::string_view id,

@@ -13,6 +13,14 @@
 //   <prefix>{<dependency>}:state     the last published state, in format v2
 //                                    (FormatFleetMessage)
 //   <prefix>{<dependency>}:probe     the fleet-wide probe's owner, PX lease
+//   <prefix>{<dependency>}:w2:<width_ms>          the fleet's window: hash
+//                                    "<bucket>:c|f|s" -> calls, failures,
+//                                    slow calls; bucket = Redis TIME / width
+//   <prefix>{<dependency>}:w2:<width_ms>:sources  zset: sidecars that
+//                                    gave failures or slow calls -> bucket
+//   <prefix>{<dependency>}:w2:<width_ms>:trips    zset: sidecars that
+//                                    tripped it locally -> bucket
+//                                    (the three expire with the window)
 //   <prefix>{members}:heartbeats     the live members: a sorted set of
 //                                    ids scored by their last heartbeat in
 //                                    Redis TIME (ms); expires when all go
@@ -88,6 +96,10 @@ class RedisStore final : public FleetStore {
   absl::Status ReleaseProbe(absl::string_view dependency,
                             absl::string_view owner) override;
   absl::StatusOr<std::vector<std::string>> ReadStates() override;
+  absl::StatusOr<std::vector<FleetWindow>> SyncWindows(
+      absl::string_view id, const std::vector<WindowSync>& syncs) override;
+  absl::Status EndEpisode(absl::string_view dependency,
+                          absl::Duration width) override;
   absl::StatusOr<HeartbeatAnswer> Heartbeat(absl::string_view id,
                                             absl::Duration ttl) override;
   absl::StatusOr<std::vector<std::string>> Receive(
@@ -118,6 +130,9 @@ class RedisStore final : public FleetStore {
   // just the first node.
   absl::StatusOr<std::vector<std::string>> Primaries();
   std::string Key(absl::string_view dependency, absl::string_view suffix) const;
+  // The window, sources and trips keys of w's dependency and width.
+  std::vector<std::string> WindowKeys(const WindowSync& w) const;
+  static absl::StatusOr<FleetWindow> ParseWindow(const redisReply* r);
   // Appends the payload of a pub/sub message reply to *out, cut to
   // kMaxFleetMessageBytes + 1 bytes.
   void TakeMessage(redisReply* reply, std::vector<std::string>* out);
@@ -126,6 +141,8 @@ class RedisStore final : public FleetStore {
   const std::string channel_;
   redisContext* cmd_ = nullptr;
   redisContext* sub_ = nullptr;
+  // The window script's SHA1 once SCRIPT LOAD answered; empty: use EVAL.
+  std::string window_sha_;
   // Redis Cluster: the first node runs in cluster mode.
   bool cluster_ = false;
   // Cluster: the other nodes' connections, by "host:port", and which node

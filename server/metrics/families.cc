@@ -69,6 +69,20 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
     Def("breakerd_retries_total", MetricKind::kCounter, kDecisionLabels, 0,
         "Acquire calls with attempt > 0: granted by the retry budget or "
         "rejected (budget spent, or breaker not closed)."),
+    Def("breakerd_fleet_window_calls", MetricKind::kGauge, kDependency, 0,
+        "Fleet mode: counted calls in the fleet's window for the dependency "
+        "(every sidecar's, summed in Redis), as last read by this sidecar; "
+        "0 once that read is older than the window."),
+    Def("breakerd_fleet_failure_rate", MetricKind::kGauge, kDependency, 0,
+        "Fleet mode: share of counted failures among the fleet window's "
+        "counted calls, 0 to 1, as last read (compare breakerd_failure_rate, "
+        "this sidecar's own)."),
+    Def("breakerd_fleet_unconfirmed_opens_total", MetricKind::kCounter,
+        kDependency, 0,
+        "Fleet mode: open episodes of this sidecar that ended without the "
+        "fleet ever confirming them (neither its window nor a quorum of "
+        "sidecars agreed): opens that refused only this pod's calls. Many "
+        "on one pod mean that pod is sick, not the dependency."),
     // Per process.
     Def("breakerd_breakers", MetricKind::kGauge, {}, 0,
         "Breakers currently held in memory (one per dependency name seen and "
@@ -246,6 +260,25 @@ void EmitBreakerSamples(const BreakerSnapshot& s, FamilySet families,
     sink->AddHistogram(FamilyId::kCallDuration, {dep}, h);
   }
 
+  if (s.fleet_window_known) {
+    if (Has(families, FamilyId::kFleetWindowCalls)) {
+      sink->AddSample(FamilyId::kFleetWindowCalls, {dep},
+                      static_cast<double>(s.fleet_window_calls));
+    }
+    if (Has(families, FamilyId::kFleetFailureRate)) {
+      sink->AddSample(FamilyId::kFleetFailureRate, {dep},
+                      s.fleet_window_calls == 0
+                          ? 0
+                          : static_cast<double>(s.fleet_window_failures) /
+                                static_cast<double>(s.fleet_window_calls));
+    }
+  }
+  if (Has(families, FamilyId::kFleetUnconfirmedOpens) &&
+      s.fleet_unconfirmed_opens > 0) {
+    sink->AddCount(FamilyId::kFleetUnconfirmedOpens, {dep},
+                   s.fleet_unconfirmed_opens);
+  }
+
   if (Has(families, FamilyId::kRetries)) {
     if (s.retries_granted > 0) {
       sink->AddCount(FamilyId::kRetries, {dep, "granted"}, s.retries_granted);
@@ -262,6 +295,12 @@ bool FamilyExported(FamilyId id, const ProcessStats& stats,
     case FamilyId::kState:
     case FamilyId::kFailureRate:
       return label != DependencyLabel::kOmit;
+    case FamilyId::kFleetWindowCalls:
+    case FamilyId::kFleetFailureRate:
+      return static_cast<bool>(stats.fleet_counters) &&
+             label != DependencyLabel::kOmit;
+    case FamilyId::kFleetUnconfirmedOpens:
+      return static_cast<bool>(stats.fleet_counters);
     case FamilyId::kFleetConnected:
       return static_cast<bool>(stats.fleet_connected);
     case FamilyId::kFleetMembers:
@@ -329,7 +368,9 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
         {"disconnected", c.disconnects},
         {"refused", c.refused},
         {"store_reset", c.store_resets},
-        {"unknown_version", c.unknown_versions}};
+        {"unknown_version", c.unknown_versions},
+        {"window_sync", c.window_syncs},
+        {"confirmed_open", c.confirmed_opens}};
     for (const auto& [event, count] : events) {
       sink->AddCount(FamilyId::kFleetEvents, {event}, count);
     }

@@ -14,7 +14,11 @@
 //                    breakerd_acquire_total, breakerd_reports_total,
 //                    breakerd_failure_rate, breakerd_state_seconds_total,
 //                    breakerd_call_duration_seconds (histogram),
-//                    breakerd_retries_total
+//                    breakerd_retries_total; in fleet mode
+//                    breakerd_fleet_window_calls,
+//                    breakerd_fleet_failure_rate (for breakers whose
+//                    fleet window was read) and
+//                    breakerd_fleet_unconfirmed_opens_total
 //   per process      breakerd_breakers, breakerd_build_info,
 //                    breakerd_config_reloads_total,
 //                    breakerd_unknown_permits_total, breakerd_watch_streams,
@@ -110,6 +114,9 @@ enum class FamilyId : int {
   kStateSeconds,
   kCallDuration,
   kRetries,
+  kFleetWindowCalls,
+  kFleetFailureRate,
+  kFleetUnconfirmedOpens,
   kBreakers,
   kBuildInfo,
   kConfigReloads,
@@ -124,15 +131,15 @@ enum class FamilyId : int {
   kAdminAuthFailures,
   kStateSaveFailures,
 };
-inline constexpr int kFamilyCount = 21;
+inline constexpr int kFamilyCount = 24;
 // The families before kBreakers are per breaker: fed by
 // EmitBreakerSamples, with "dependency" as their first label.
-inline constexpr int kPerBreakerFamilyCount = 8;
+inline constexpr int kPerBreakerFamilyCount = 11;
 inline constexpr bool PerBreakerFamily(FamilyId id) {
   return static_cast<int>(id) < kPerBreakerFamilyCount;
 }
 static_assert(!PerBreakerFamily(FamilyId::kBreakers) &&
-              PerBreakerFamily(FamilyId::kRetries));
+              PerBreakerFamily(FamilyId::kFleetUnconfirmedOpens));
 // Most labels a family has (breakerd_transitions_total's four).
 inline constexpr size_t kMaxLabels = 4;
 

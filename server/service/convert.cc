@@ -205,6 +205,8 @@ void FillBreakerStatus(const BreakerSnapshot& snapshot,
   out->set_consecutive_failures(snapshot.consecutive_failures);
   out->set_escalation_level(snapshot.escalation_level);
   out->set_policy(snapshot.policy);
+  out->set_fleet_window_calls(snapshot.fleet_window_calls);
+  out->set_fleet_window_failures(snapshot.fleet_window_failures);
   SetMode(snapshot.shadow, out);
   out->set_probe_in_flight(snapshot.probe_in_flight);
 }

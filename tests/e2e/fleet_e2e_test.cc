@@ -211,6 +211,7 @@ defaults:
   failure_rate: { threshold: 0 }
   cooldown: { base: 1s, max: 4s, jitter: 0 }
   probe: { lease: 1s }
+  fleet: { quorum: 1 }
 policies:
   - match: "trial/*"
     mode: shadow

@@ -163,7 +163,8 @@ class RedisServer {
   pid_t pid_ = -1;
 };
 
-// Five failures open a breaker for 1 s; the probe's lease is 1 s ("lease/*":
+// Five failures open a breaker for 1 s, published at once (quorum 1: these
+// tests are about how states travel); the probe's lease is 1 s ("lease/*":
 // 10 s, longer than any caller loop here; "long/*": 30 s cooldowns).
 inline constexpr char kConfig[] = R"(
 defaults:
@@ -171,6 +172,7 @@ defaults:
   failure_rate: { threshold: 0 }
   cooldown: { base: 1s, max: 4s, jitter: 0 }
   probe: { lease: 1s }
+  fleet: { quorum: 1 }
 policies:
   - match: "long/*"
     cooldown: { base: 30s, max: 60s, jitter: 0 }

@@ -34,6 +34,38 @@ class FakeArbiter : public ProbeArbiter {
   std::vector<Request> requests;
 };
 
+// An unconfirmed local trip (quorum 2 of 3 live members) probes on its own:
+// the fleet never heard of its open period, so nobody else holds a probe.
+TEST(FleetEpisodeTest, AnUnconfirmedTripProbesLocallyWithoutAskingTheFleet) {
+  class ThreeMembers : public FakeArbiter {
+   public:
+    uint64_t Members() const override { return 3; }
+  } arbiter;
+  FakeClock clock;
+  BreakerContext context{&clock, 0x1234, &NoJitter, &arbiter};
+  Policy p;
+  p.cooldown.base = Seconds(10);
+  p.cooldown.jitter = 0;
+  p.failure_rate.threshold = 0;
+  Breaker b("dep/a", std::make_shared<Policy>(p), &context);
+  std::optional<Transition> t;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(
+        b.Report(b.Acquire(0, &t).permit, {OutcomeClass::kTimeout}, &t).ok());
+  }
+  ASSERT_TRUE(t.has_value());
+  EXPECT_TRUE(t->fleet_unconfirmed);
+  clock.Advance(Seconds(10));
+  AcquireResult probe = b.Acquire(0, &t);
+  EXPECT_TRUE(probe.probe);
+  EXPECT_TRUE(arbiter.requests.empty());
+  ASSERT_TRUE(b.Report(probe.permit, {OutcomeClass::kSuccess}, &t).ok());
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->to, State::kClosed);
+  EXPECT_TRUE(t->fleet_unconfirmed);  // its close stays local too
+  EXPECT_EQ(b.Snapshot().fleet_unconfirmed_opens, 1u);
+}
+
 class FleetHooksTest : public ::testing::Test {
  protected:
   FleetHooksTest() {
@@ -43,6 +75,9 @@ class FleetHooksTest : public ::testing::Test {
     p.cooldown.jitter = 0;
     p.failure_rate.threshold = 0;
     p.probe.lease = Seconds(4);
+    // Every trip is the fleet's at once: these tests are about the claim.
+    // (An unconfirmed local trip probes locally: FleetEvidenceTest.)
+    p.fleet.quorum = 1;
     breaker_ = std::make_unique<Breaker>("dep/a", std::make_shared<Policy>(p),
                                          &context_);
   }

@@ -5,8 +5,10 @@
 #include "server/fleet/fleet_sync.h"
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,205 +20,16 @@
 #include "server/engine/clock.h"
 #include "server/engine/registry.h"
 #include "server/log/json_log.h"
+#include "tests/fleet/fleet_fakes.h"
 
 namespace breakerd {
 namespace {
 
 using absl::Seconds;
-
-double NoJitter() { return 0.5; }
-
-class FakeStore;
-
-// What a Redis would hold, shared by every FakeStore.
-struct FakeRedis {
-  bool up = true;
-  const absl::Time* wall = nullptr;
-  std::map<std::string, uint64_t> versions;
-  std::map<std::string, std::string> states;
-  struct Probe {
-    std::string owner;
-    absl::Time until;
-  };
-  std::map<std::string, Probe> probes;
-  std::vector<FakeStore*> subscribers;
-  int claims = 0;
-  // Each member's last heartbeat, by the store's clock (`wall`).
-  std::map<std::string, absl::Time> heartbeats;
-  std::string incarnation;
-  // FLUSHALL: every key gone (connections and subscriptions stay).
-  void Flush() {
-    versions.clear();
-    states.clear();
-    probes.clear();
-    heartbeats.clear();
-    incarnation.clear();
-  }
-};
-
-class FakeStore : public FleetStore {
- public:
-  explicit FakeStore(FakeRedis* redis) : r_(redis) {}
-  ~FakeStore() override { Disconnect(); }
-
-  absl::Status Connect() override {
-    if (!r_->up) return absl::UnavailableError("connection refused");
-    if (!connected_) r_->subscribers.push_back(this);
-    connected_ = true;
-    return absl::OkStatus();
-  }
-  void Disconnect() override {
-    if (!connected_) return;
-    connected_ = false;
-    inbox_.clear();
-    auto& subs = r_->subscribers;
-    subs.erase(std::remove(subs.begin(), subs.end(), this), subs.end());
-  }
-  absl::StatusOr<PublishAnswer> Publish(const FleetPublish& p,
-                                        absl::Duration) override {
-    if (absl::Status s = Check(); !s.ok()) return s;
-    FleetMessage m;
-    m.dependency = p.dependency;
-    m.version = ++r_->versions[p.dependency];
-    m.stored_unix_ms = absl::ToUnixMillis(*r_->wall);
-    m.origin = p.origin;
-    m.kind = p.kind;
-    if (p.kind == ExternalState::Kind::kOpen) {
-      m.open_until_unix_ms = absl::ToUnixMillis(*r_->wall + p.open_remaining);
-    }
-    m.escalation_level = p.escalation_level;
-    const std::string text = FormatFleetMessage(m);
-    r_->states[m.dependency] = text;
-    for (FakeStore* s : r_->subscribers) s->inbox_.push_back(text);
-    return PublishAnswer{m.version, m.stored_unix_ms};
-  }
-  absl::StatusOr<ClaimAnswer> ClaimProbe(absl::string_view dependency,
-                                         absl::string_view owner,
-                                         absl::Duration lease) override {
-    if (absl::Status s = Check(); !s.ok()) return s;
-    ++r_->claims;
-    auto it = r_->probes.find(std::string(dependency));
-    if (it != r_->probes.end() && it->second.until > *r_->wall) {
-      return ClaimAnswer{false, it->second.until - *r_->wall};
-    }
-    r_->probes[std::string(dependency)] = {std::string(owner),
-                                           *r_->wall + lease};
-    return ClaimAnswer{true, lease};
-  }
-  absl::Status ReleaseProbe(absl::string_view dependency,
-                            absl::string_view owner) override {
-    if (absl::Status s = Check(); !s.ok()) return s;
-    auto it = r_->probes.find(std::string(dependency));
-    if (it != r_->probes.end() && it->second.owner == owner) {
-      r_->probes.erase(it);
-    }
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::vector<std::string>> ReadStates() override {
-    if (absl::Status s = Check(); !s.ok()) return s;
-    std::vector<std::string> out;
-    for (const auto& [dep, text] : r_->states) out.push_back(text);
-    return out;
-  }
-  absl::StatusOr<HeartbeatAnswer> Heartbeat(absl::string_view id,
-                                            absl::Duration ttl) override {
-    if (absl::Status s = Check(); !s.ok()) return s;
-    r_->heartbeats[std::string(id)] = *r_->wall;
-    HeartbeatAnswer answer;
-    for (const auto& [member, at] : r_->heartbeats) {
-      if (*r_->wall - at <= ttl) ++answer.members;
-    }
-    if (r_->incarnation.empty()) {
-      r_->incarnation = absl::StrCat(id, "@", absl::FormatTime(*r_->wall));
-    }
-    answer.incarnation = r_->incarnation;
-    answer.store_unix_ms = absl::ToUnixMillis(*r_->wall);
-    return answer;
-  }
-  absl::StatusOr<std::vector<std::string>> Receive(absl::Duration) override {
-    if (absl::Status s = Check(); !s.ok()) return s;
-    std::vector<std::string> out(inbox_.begin(), inbox_.end());
-    inbox_.clear();
-    return out;
-  }
-  void Wake() override {}
-
-  // Delivers `m` as if published (for duplicate and ordering tests).
-  void Deliver(const FleetMessage& m) {
-    inbox_.push_back(FormatFleetMessage(m));
-  }
-  // Delivers any text as if published (for hostile-writer tests).
-  void DeliverRaw(std::string text) { inbox_.push_back(std::move(text)); }
-
- private:
-  absl::Status Check() {
-    if (!r_->up || !connected_) {
-      return absl::UnavailableError("connection lost");
-    }
-    return absl::OkStatus();
-  }
-  FakeRedis* r_;
-  bool connected_ = false;
-  std::deque<std::string> inbox_;
-};
-
-std::shared_ptr<const PolicySet> Policies() {
-  auto set = std::make_shared<PolicySet>();
-  auto p = std::make_shared<Policy>();
-  p->cooldown.base = Seconds(10);
-  p->cooldown.max = Seconds(80);
-  p->cooldown.jitter = 0;
-  p->failure_rate.threshold = 0;
-  p->probe.lease = Seconds(5);
-  set->defaults = p;
-  return set;
-}
-
-// One sidecar: its own registry, clock and FleetSync.
-struct Sidecar {
-  Sidecar(std::string id, FakeRedis* redis, const absl::Time* wall,
-          std::function<void(FleetOptions*)> tune = nullptr,
-          std::shared_ptr<const PolicySet> policies = Policies())
-      : registry(std::move(policies), &clock, 0, &NoJitter) {
-    auto s = std::make_unique<FakeStore>(redis);
-    store = s.get();
-    FleetOptions o;
-    o.id = std::move(id);
-    o.wall_now = [wall] { return *wall; };
-    if (tune) tune(&o);
-    sync = std::make_unique<FleetSync>(&registry, std::move(s), o);
-    registry.SetProbeArbiter(sync.get());
-    registry.AddObserver(sync.get());
-  }
-  ~Sidecar() { sync->Stop(); }
-
-  void Step() { sync->RunOnce(absl::ZeroDuration()); }
-  AcquireResult Acquire(const std::string& dep) {
-    auto r = registry.Acquire(dep, 0);
-    EXPECT_TRUE(r.ok());
-    return *r;
-  }
-  void Report(const std::string& dep, uint64_t permit, OutcomeClass c) {
-    ReportRequestFacts f;
-    f.outcome.explicit_class = static_cast<int>(c);
-    ASSERT_TRUE(registry.Report(dep, permit, f).ok());
-  }
-  void Trip(const std::string& dep) {
-    for (int i = 0; i < 5; ++i) {
-      Report(dep, Acquire(dep).permit, OutcomeClass::kTimeout);
-    }
-    ASSERT_EQ(State(dep), State::kOpen);
-  }
-  breakerd::State State(const std::string& dep) {
-    auto s = registry.Get(dep);
-    return s.ok() ? s->state : State::kClosed;
-  }
-
-  FakeClock clock;
-  Registry registry;
-  FakeStore* store;
-  std::unique_ptr<FleetSync> sync;
-};
+using fleet_testing::FakeRedis;
+using fleet_testing::FakeStore;
+using fleet_testing::Policies;
+using fleet_testing::Sidecar;
 
 class FleetSyncTest : public ::testing::Test {
  protected:
@@ -325,7 +138,7 @@ TEST_F(FleetSyncTest, ACooldownEndIsTheSameOnNodesAMinuteOffTheStoresClock) {
 }
 
 TEST_F(FleetSyncTest, AFormatItDoesNotKnowIsIgnoredAndCountedNotRefused) {
-  b_->store->DeliverRaw("7 v3 1800000000000 a forced_open 0 0 dep/x");
+  b_->store->DeliverRaw("7 v3 1800000000000 a forced_open 0 0 x dep/x");
   b_->store->DeliverRaw("8 v99 anything at all");
   b_->Step();
   EXPECT_EQ(b_->sync->counters().unknown_versions, 2u);
@@ -333,19 +146,21 @@ TEST_F(FleetSyncTest, AFormatItDoesNotKnowIsIgnoredAndCountedNotRefused) {
   EXPECT_EQ(b_->State("dep/x"), State::kClosed);
   // Both known formats are read: v2 (the store's clock) and the untagged
   // v1 of earlier releases (the origin's clock).
-  b_->store->DeliverRaw("1 v2 1800000000000 a forced_open 0 0 dep/x");
+  b_->store->DeliverRaw(
+      "1 v2 1800000000000 a forced_open 0 0 forced_open dep/x");
   b_->store->DeliverRaw("1 a/1/f forced_closed 0 0 dep/y");
   b_->Step();
   EXPECT_EQ(b_->State("dep/x"), State::kForcedOpen);
   EXPECT_EQ(b_->State("dep/y"), State::kForcedClosed);
   // A v2 message is validated field by field too.
-  for (const char* bad :
-       {"2 v2 -5 a reset 0 0 dep/x", "2 v2 1800000000000 a reset 0 0",
-        "2 v2 99999999999999999 a reset 0 0 dep/x"}) {
+  for (const char* bad : {"2 v2 -5 a reset 0 0 reset dep/x",
+                          "2 v2 1800000000000 a reset 0 0 dep/x",
+                          "2 v2 99999999999999999 a reset 0 0 reset dep/x",
+                          "2 v2 1800000000000 a reset 0 0 Reset! dep/x"}) {
     b_->store->DeliverRaw(bad);
   }
   b_->Step();
-  EXPECT_EQ(b_->sync->counters().refused, 3u);
+  EXPECT_EQ(b_->sync->counters().refused, 4u);
   EXPECT_EQ(b_->State("dep/x"), State::kForcedOpen);
 }
 

@@ -802,8 +802,14 @@ type BreakerStatus struct {
 	Mode string `protobuf:"bytes,12,opt,name=mode,proto3" json:"mode,omitempty"`
 	// True while a half-open probe is out and its lease has not lapsed.
 	ProbeInFlight bool `protobuf:"varint,13,opt,name=probe_in_flight,json=probeInFlight,proto3" json:"probe_in_flight,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Fleet mode (fleet.share_window): the fleet's counted calls and
+	// failures over this breaker's window, as last read from the fleet (every
+	// --fleet-sync-interval while it has traffic); zero once that read is
+	// older than the window, and without a fleet.
+	FleetWindowCalls    uint64 `protobuf:"varint,16,opt,name=fleet_window_calls,json=fleetWindowCalls,proto3" json:"fleet_window_calls,omitempty"`
+	FleetWindowFailures uint64 `protobuf:"varint,17,opt,name=fleet_window_failures,json=fleetWindowFailures,proto3" json:"fleet_window_failures,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *BreakerStatus) Reset() {
@@ -925,6 +931,20 @@ func (x *BreakerStatus) GetProbeInFlight() bool {
 		return x.ProbeInFlight
 	}
 	return false
+}
+
+func (x *BreakerStatus) GetFleetWindowCalls() uint64 {
+	if x != nil {
+		return x.FleetWindowCalls
+	}
+	return 0
+}
+
+func (x *BreakerStatus) GetFleetWindowFailures() uint64 {
+	if x != nil {
+		return x.FleetWindowFailures
+	}
+	return 0
 }
 
 type ListStatesRequest struct {
@@ -1380,7 +1400,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fGetStateRequest\x12\x1e\n" +
 	"\n" +
 	"dependency\x18\x01 \x01(\tR\n" +
-	"dependency\"\x82\x04\n" +
+	"dependency\"\xe4\x04\n" +
 	"\rBreakerStatus\x12\x1e\n" +
 	"\n" +
 	"dependency\x18\x01 \x01(\tR\n" +
@@ -1400,7 +1420,9 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	" \x01(\rR\x0fescalationLevel\x12\x16\n" +
 	"\x06policy\x18\v \x01(\tR\x06policy\x12\x12\n" +
 	"\x04mode\x18\f \x01(\tR\x04mode\x12&\n" +
-	"\x0fprobe_in_flight\x18\r \x01(\bR\rprobeInFlight\"\x13\n" +
+	"\x0fprobe_in_flight\x18\r \x01(\bR\rprobeInFlight\x12,\n" +
+	"\x12fleet_window_calls\x18\x10 \x01(\x04R\x10fleetWindowCalls\x122\n" +
+	"\x15fleet_window_failures\x18\x11 \x01(\x04R\x13fleetWindowFailures\"\x13\n" +
 	"\x11ListStatesRequest\"L\n" +
 	"\x12ListStatesResponse\x126\n" +
 	"\bbreakers\x18\x01 \x03(\v2\x1a.breakerd.v1.BreakerStatusR\bbreakers\"2\n" +

@@ -90,11 +90,13 @@ class AdminResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[BreakerStatus, _Mapping]] = ...) -> None: ...
 
 class BreakerStatus(_message.Message):
-    __slots__ = ["consecutive_failures", "dependency", "escalation_level", "failure_rate", "generation", "mode", "policy", "probe_in_flight", "retry_after", "state", "window_calls", "window_failures", "window_slow_calls"]
+    __slots__ = ["consecutive_failures", "dependency", "escalation_level", "failure_rate", "fleet_window_calls", "fleet_window_failures", "generation", "mode", "policy", "probe_in_flight", "retry_after", "state", "window_calls", "window_failures", "window_slow_calls"]
     CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
     ESCALATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     FAILURE_RATE_FIELD_NUMBER: _ClassVar[int]
+    FLEET_WINDOW_CALLS_FIELD_NUMBER: _ClassVar[int]
+    FLEET_WINDOW_FAILURES_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +110,8 @@ class BreakerStatus(_message.Message):
     dependency: str
     escalation_level: int
     failure_rate: float
+    fleet_window_calls: int
+    fleet_window_failures: int
     generation: int
     mode: str
     policy: str
@@ -117,7 +121,7 @@ class BreakerStatus(_message.Message):
     window_calls: int
     window_failures: int
     window_slow_calls: int
-    def __init__(self, dependency: _Optional[str] = ..., state: _Optional[_Union[State, str]] = ..., generation: _Optional[int] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., window_calls: _Optional[int] = ..., window_failures: _Optional[int] = ..., window_slow_calls: _Optional[int] = ..., failure_rate: _Optional[float] = ..., consecutive_failures: _Optional[int] = ..., escalation_level: _Optional[int] = ..., policy: _Optional[str] = ..., mode: _Optional[str] = ..., probe_in_flight: bool = ...) -> None: ...
+    def __init__(self, dependency: _Optional[str] = ..., state: _Optional[_Union[State, str]] = ..., generation: _Optional[int] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., window_calls: _Optional[int] = ..., window_failures: _Optional[int] = ..., window_slow_calls: _Optional[int] = ..., failure_rate: _Optional[float] = ..., consecutive_failures: _Optional[int] = ..., escalation_level: _Optional[int] = ..., policy: _Optional[str] = ..., mode: _Optional[str] = ..., probe_in_flight: bool = ..., fleet_window_calls: _Optional[int] = ..., fleet_window_failures: _Optional[int] = ...) -> None: ...
 
 class ForceCloseRequest(_message.Message):
     __slots__ = ["dependency"]

@@ -40,6 +40,14 @@ export interface BreakerStatus {
    * True while a half-open probe is out and its lease has not lapsed.
    */
   'probe_in_flight'?: (boolean);
+  /**
+   * Fleet mode (fleet.share_window): the fleet's counted calls and
+   * failures over this breaker's window, as last read from the fleet (every
+   * --fleet-sync-interval while it has traffic); zero once that read is
+   * older than the window, and without a fleet.
+   */
+  'fleet_window_calls'?: (number | string | Long);
+  'fleet_window_failures'?: (number | string | Long);
 }
 
 export interface BreakerStatus__Output {
@@ -78,4 +86,12 @@ export interface BreakerStatus__Output {
    * True while a half-open probe is out and its lease has not lapsed.
    */
   'probe_in_flight': (boolean);
+  /**
+   * Fleet mode (fleet.share_window): the fleet's counted calls and
+   * failures over this breaker's window, as last read from the fleet (every
+   * --fleet-sync-interval while it has traffic); zero once that read is
+   * older than the window, and without a fleet.
+   */
+  'fleet_window_calls': (string);
+  'fleet_window_failures': (string);
 }
