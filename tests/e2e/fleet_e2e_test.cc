@@ -196,11 +196,28 @@ TEST_F(FleetTest, RedisDiesUnderLoadSidecarsBreakLocallyThenRejoin) {
     EXPECT_EQ(p->CountInLog("\"event\":\"fleet_disconnected\""), 1)
         << "logged once per change";
   }
-  // After the rejoin, the fleet works again.
+  // After the rejoin, the fleet works again: verdicts...
   Trip(0, "long/after-rejoin");
   EXPECT_TRUE(WaitUntil([&] {
     return StateOf(stubs_[2].get(), "long/after-rejoin") == v1::STATE_OPEN;
   }));
+  // ...and windows: 4 calls with 2 failures each reach nobody's min_calls
+  // (12), the fleet's 12 calls at 50 % open all three.
+  const std::string spread = "spread/after-rejoin";
+  for (int i = 0; i < 3; ++i) {
+    for (v1::Outcome o : {v1::OUTCOME_SUCCESS, v1::OUTCOME_SUCCESS,
+                          v1::OUTCOME_TIMEOUT, v1::OUTCOME_TIMEOUT}) {
+      Acquired a = Acquire(stubs_[i].get(), spread);
+      ASSERT_TRUE(a.status.ok() && a.response.allowed());
+      ASSERT_TRUE(Report(stubs_[i].get(), spread, a.response.permit(), o).ok());
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(WaitUntil([&] {
+      return StateOf(stubs_[i].get(), spread) == v1::STATE_OPEN;
+    })) << "sidecar "
+        << i << " did not open on the fleet's window";
+  }
 }
 
 // kConfig with "trial/*" in shadow mode (30 s cooldowns): what sidecar A

@@ -1,7 +1,9 @@
 // Fleet mode's evidence end to end: real breakerd processes on a real
-// redis-server. The fleet's clock is Redis's: a sidecar whose clock is a
-// minute off (libfaketime, from Debian's faketime package) still ends a
-// cooldown with the others.
+// redis-server, syncing every 50 ms. One sick pod opens alone; failures
+// spread over the fleet open everyone; a quorum of trips opens the rest;
+// the upstream's Retry-After holds everywhere. The fleet's clock is Redis's:
+// a sidecar whose clock is a minute off (libfaketime, from Debian's
+// faketime package) still ends a cooldown with the others.
 #include <unistd.h>
 
 #include <array>
@@ -32,6 +34,202 @@ defaults:
   probe: { lease: 1s }
   fleet: { quorum: 1 }
 )";
+
+// Quorum 2. Defaults: five failures in a row open for 1 s. "spread/*" and
+// "rate/*": the failure-rate rule alone (at least 20 / 10 calls in 10 s).
+constexpr char kEvidenceConfig[] = R"(
+defaults:
+  consecutive_failures: 5
+  failure_rate: { threshold: 0 }
+  cooldown: { base: 1s, max: 4s, jitter: 0 }
+  probe: { lease: 1s }
+  fleet: { quorum: 2 }
+policies:
+  - match: "spread/*"
+    consecutive_failures: 0
+    failure_rate: { threshold: 0.5, min_calls: 20, window: 10s }
+  - match: "rate/*"
+    consecutive_failures: 0
+    failure_rate: { threshold: 0.5, min_calls: 10, window: 10s }
+)";
+
+class FleetEvidenceTest : public FleetTest {
+ protected:
+  // n sidecars on kEvidenceConfig, each counting all n as members.
+  void StartFleet(int n) {
+    for (int i = 0; i < n; ++i) {
+      StartSidecar({"--fleet-sync-interval=50ms"}, kEvidenceConfig);
+    }
+    for (auto& p : sidecars_) {
+      BreakerdProcess* proc = p.get();
+      ASSERT_TRUE(WaitUntil([proc, n] {
+        return Sample(proc->Metrics(), "breakerd_fleet_members") == n;
+      })) << proc->Log();
+    }
+  }
+  void Calls(int i, const std::string& dep, int successes, int failures) {
+    for (int n = 0; n < successes + failures; ++n) {
+      Acquired a = Acquire(stubs_[i].get(), dep);
+      ASSERT_TRUE(a.status.ok() && a.response.allowed())
+          << "sidecar " << i << " call " << n;
+      ASSERT_TRUE(
+          Report(stubs_[i].get(), dep, a.response.permit(),
+                 n < successes ? v1::OUTCOME_SUCCESS : v1::OUTCOME_TIMEOUT)
+              .ok());
+    }
+  }
+  // The value of `selector` on sidecar i's /metrics (-1 if absent).
+  double Metric(int i, const std::string& selector) {
+    return Sample(sidecars_[i]->Metrics(), selector).value_or(-1);
+  }
+  // The half-open probe through sidecar i (the fleet-wide claim takes a
+  // round trip to Redis: ask until granted), reported as a success.
+  void ProbeSucceeds(int i, const std::string& dep) {
+    std::optional<uint64_t> permit;
+    ASSERT_TRUE(WaitUntil([&] {
+      Acquired a = Acquire(stubs_[i].get(), dep);
+      if (a.status.ok() && a.response.probe()) permit = a.response.permit();
+      return permit.has_value();
+    })) << "no probe granted on sidecar "
+        << i;
+    ASSERT_TRUE(
+        Report(stubs_[i].get(), dep, *permit, v1::OUTCOME_SUCCESS).ok());
+  }
+  bool AllIn(const std::string& dep, v1::State state) {
+    for (auto& stub : stubs_) {
+      if (StateOf(stub.get(), dep) != state) return false;
+    }
+    return true;
+  }
+};
+
+// Sidecar 0 sees only timeouts (its node is sick); 1 and 2 only successes.
+// 0 opens alone, for two cooldowns and more the others allow every call,
+// and when 0's episode ends it is counted as never confirmed.
+TEST_F(FleetEvidenceTest, ALoneSickPodOpensAloneAndIsCountedUnconfirmed) {
+  StartFleet(3);
+  const std::string dep = "sick/dep";
+  Trip(0, dep);
+  const absl::Time until = absl::Now() + absl::Milliseconds(2500);
+  while (absl::Now() < until) {
+    Calls(1, dep, 1, 0);
+    Calls(2, dep, 1, 0);
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(StateOf(stubs_[1].get(), dep), v1::STATE_CLOSED);
+  EXPECT_EQ(StateOf(stubs_[2].get(), dep), v1::STATE_CLOSED);
+  const std::string unconfirmed = absl::StrCat(
+      "breakerd_fleet_unconfirmed_opens_total{dependency=\"", dep, "\"}");
+  EXPECT_EQ(Metric(0, unconfirmed), -1);  // not over yet
+  ProbeSucceeds(0, dep);
+  ASSERT_EQ(StateOf(stubs_[0].get(), dep), v1::STATE_CLOSED);
+  EXPECT_EQ(Metric(0, unconfirmed), 1);
+  EXPECT_EQ(Metric(0, "breakerd_fleet_events_total{event=\"published\"}"), 0);
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(Metric(i, unconfirmed), -1) << "sidecar " << i;
+  }
+}
+
+// Two sidecars at equal traffic, one failing every call: its own rate rule
+// opens it, but the fleet's window (50 % of 20 calls) holds one source.
+TEST_F(FleetEvidenceTest, OneFailingOfTwoAtEqualTrafficDoesNotOpenTheFleet) {
+  StartFleet(2);
+  const std::string dep = "rate/dep";
+  Calls(0, dep, 0, 10);
+  ASSERT_EQ(StateOf(stubs_[0].get(), dep), v1::STATE_OPEN);
+  absl::SleepFor(absl::Milliseconds(300));  // flushed
+  Calls(1, dep, 10, 0);
+  ASSERT_TRUE(WaitUntil([&] {
+    std::optional<v1::BreakerStatus> s = GetState(stubs_[1].get(), dep);
+    return s.has_value() && s->fleet_window_calls() == 20;
+  })) << "sidecar 1 never read the fleet's 20 calls";
+  std::optional<v1::BreakerStatus> s = GetState(stubs_[1].get(), dep);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->fleet_window_failures(), 10u);
+  EXPECT_EQ(s->state(), v1::STATE_CLOSED);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(StateOf(stubs_[1].get(), dep), v1::STATE_CLOSED);
+  EXPECT_NEAR(Metric(1, absl::StrCat("breakerd_fleet_failure_rate{dependency="
+                                     "\"",
+                                     dep, "\"}")),
+              0.5, 1e-9);
+}
+
+// Three sidecars each see 8 calls and 5 failures: none reaches min_calls
+// (20) alone; the fleet's window (24 calls, 15 failures, 3 sources) opens
+// all three, reason fleet_failure_rate. After the fleet's probe closes
+// them, the old failures do not open them again.
+TEST_F(FleetEvidenceTest, SpreadOutFailuresOpenEverySidecarByTheFleetsWindow) {
+  StartFleet(3);
+  const std::string dep = "spread/dep";
+  for (int i = 0; i < 3; ++i) {
+    Calls(i, dep, 3, 5);
+    ASSERT_EQ(StateOf(stubs_[i].get(), dep), v1::STATE_CLOSED);
+  }
+  EXPECT_TRUE(WaitUntil([&] { return AllIn(dep, v1::STATE_OPEN); }))
+      << "not every sidecar opened";
+  const std::string reason = absl::StrCat(
+      "breakerd_transitions_total{dependency=\"", dep,
+      "\",from=\"closed\",to=\"open\",reason=\"fleet_failure_rate\"}");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Metric(i, reason), 1) << i;
+
+  absl::SleepFor(absl::Seconds(1));  // the cooldown
+  ProbeSucceeds(0, dep);
+  ASSERT_TRUE(WaitUntil([&] { return AllIn(dep, v1::STATE_CLOSED); }));
+  for (int i = 0; i < 3; ++i) Calls(i, dep, 1, 0);
+  absl::SleepFor(absl::Milliseconds(500));
+  for (int i = 0; i < 3; ++i) {
+    std::optional<v1::BreakerStatus> s = GetState(stubs_[i].get(), dep);
+    ASSERT_TRUE(s.has_value());
+    EXPECT_EQ(s->state(), v1::STATE_CLOSED) << "sidecar " << i;
+    EXPECT_EQ(s->fleet_window_failures(), 0u) << "sidecar " << i;
+  }
+}
+
+// Two of three trip on their own: the third opens without a failure.
+TEST_F(FleetEvidenceTest, AQuorumOfTripsOpensTheSidecarThatSawNoFailure) {
+  StartFleet(3);
+  const std::string dep = "quorum/dep";
+  Calls(2, dep, 1, 0);
+  Trip(0, dep);
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_EQ(StateOf(stubs_[2].get(), dep), v1::STATE_CLOSED)
+      << "one trip is not a quorum";
+  Trip(1, dep);
+  EXPECT_TRUE(
+      WaitUntil([&] { return StateOf(stubs_[2].get(), dep) == v1::STATE_OPEN; },
+                absl::Seconds(2)));
+  EXPECT_EQ(Metric(1, "breakerd_fleet_events_total{event=\"confirmed_open\"}"),
+            1);
+}
+
+// Five 429s whose Retry-After (3 s) is longer than the cooldown (1 s) on
+// one sidecar: the upstream's limit holds for every pod, at once, until
+// that time.
+TEST_F(FleetEvidenceTest, AnUpstreamsRetryAfterOpensEverySidecarUntilThatTime) {
+  StartFleet(3);
+  const std::string dep = "limited/dep";
+  for (int n = 0; n < 5; ++n) {
+    Acquired a = Acquire(stubs_[0].get(), dep);
+    ASSERT_TRUE(a.status.ok() && a.response.allowed());
+    grpc::ClientContext ctx;
+    v1::ReportRequest req;
+    req.set_dependency(dep);
+    req.set_permit(a.response.permit());
+    req.set_outcome(v1::OUTCOME_RATE_LIMITED);
+    req.mutable_retry_after()->set_seconds(3);
+    v1::ReportResponse resp;
+    ASSERT_TRUE(stubs_[0]->Report(&ctx, req, &resp).ok());
+  }
+  const absl::Time tripped = absl::Now();
+  ASSERT_EQ(StateOf(stubs_[0].get(), dep), v1::STATE_OPEN);
+  EXPECT_TRUE(
+      WaitUntil([&] { return AllIn(dep, v1::STATE_OPEN); }, absl::Seconds(1)));
+  absl::SleepFor(tripped + absl::Seconds(2) - absl::Now());
+  EXPECT_TRUE(AllIn(dep, v1::STATE_OPEN)) << "not held until the Retry-After";
+  EXPECT_TRUE(WaitUntil([&] { return AllIn(dep, v1::STATE_HALF_OPEN); },
+                        absl::Seconds(3)));
+}
 
 bool Sanitized() {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

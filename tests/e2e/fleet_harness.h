@@ -165,7 +165,8 @@ class RedisServer {
 
 // Five failures open a breaker for 1 s, published at once (quorum 1: these
 // tests are about how states travel); the probe's lease is 1 s ("lease/*":
-// 10 s, longer than any caller loop here; "long/*": 30 s cooldowns).
+// 10 s, longer than any caller loop here; "long/*": 30 s cooldowns;
+// "spread/*": only the failure-rate rule, on at least 12 calls).
 inline constexpr char kConfig[] = R"(
 defaults:
   consecutive_failures: 5
@@ -178,6 +179,9 @@ policies:
     cooldown: { base: 30s, max: 60s, jitter: 0 }
   - match: "lease/*"
     probe: { lease: 10s }
+  - match: "spread/*"
+    consecutive_failures: 0
+    failure_rate: { threshold: 0.5, min_calls: 12, window: 10s }
 )";
 
 class FleetTest : public ::testing::Test {

@@ -435,6 +435,55 @@ TEST_F(MetricsTest, UnknownPermitsAreCounted) {
 // neutral reports, latencies in the first, middle and +Inf buckets, and a
 // label value that needs escaping. The served text must say what
 // prometheus-cpp's rendering of Collect() says.
+// Fleet mode: the fleet's window as last read, per dependency, and the
+// local opens the fleet never confirmed.
+TEST_F(MetricsTest, FleetWindowAndUnconfirmedOpensAreExportedInFleetMode) {
+  class ThreeMembers : public ProbeArbiter {
+   public:
+    bool Active() const override { return true; }
+    void RequestClaim(absl::string_view, uint64_t, absl::Duration) override {}
+    uint64_t Members() const override { return 3; }
+  } fleet;
+  registry_.SetProbeArbiter(&fleet);
+  // dep/b trips on its own (quorum 2 of 3): unconfirmed until it closes.
+  for (int i = 0; i < 5; ++i) {
+    Call("dep/b", OutcomeClass::kTimeout, absl::Milliseconds(1));
+  }
+  clock_.Advance(absl::Seconds(30));
+  absl::StatusOr<AcquireResult> probe = registry_.Acquire("dep/b", 0);
+  ASSERT_TRUE(probe.ok() && probe->probe);
+  ASSERT_TRUE(registry_
+                  .Report("dep/b", probe->permit,
+                          Facts(OutcomeClass::kSuccess, absl::ZeroDuration()))
+                  .ok());
+  Call("dep/a", OutcomeClass::kSuccess, absl::Milliseconds(1));
+  FleetWindow window;
+  window.calls = 40;
+  window.failures = 10;
+  window.sources = 1;
+  registry_.ApplyFleetWindow("dep/a", window, 3);
+
+  // Without a fleet (no fleet stats) none of it is exported...
+  EXPECT_THAT(Scrape(), Not(HasSubstr("breakerd_fleet_")));
+  // ...with one, it is.
+  stats_.fleet_counters = [] { return FleetCounters{}; };
+  collector_ = std::make_shared<RegistryCollector>(&registry_, stats_);
+  std::map<std::string, double> s = Samples();
+  EXPECT_EQ(s.at("breakerd_fleet_window_calls{dependency=\"dep/a\"}"), 40);
+  EXPECT_EQ(s.at("breakerd_fleet_failure_rate{dependency=\"dep/a\"}"), 0.25);
+  EXPECT_EQ(
+      s.at("breakerd_fleet_unconfirmed_opens_total{dependency=\"dep/b\"}"), 1);
+  EXPECT_EQ(s.count("breakerd_fleet_window_calls{dependency=\"dep/b\"}"), 0u)
+      << "never read for dep/b";
+  EXPECT_EQ(
+      s.count("breakerd_fleet_unconfirmed_opens_total{dependency=\"dep/a\"}"),
+      0u);
+  // Older than the window (30 s), the read says nothing any more.
+  clock_.Advance(absl::Seconds(31));
+  EXPECT_EQ(Samples().at("breakerd_fleet_window_calls{dependency=\"dep/a\"}"),
+            0);
+}
+
 TEST_F(MetricsTest, ServedTextMatchesPrometheusCppInEveryState) {
   auto shadow = std::make_shared<Policy>(*TestPolicies()->defaults);
   shadow->match = "shadow/*";
