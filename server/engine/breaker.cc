@@ -512,6 +512,7 @@ std::optional<Transition> Breaker::ApplyExternal(const ExternalState& state,
     }
   }
   t->external = true;
+  t->decided_unix_ms = state.decided_unix_ms;
   return t;
 }
 

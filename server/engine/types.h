@@ -139,6 +139,8 @@ struct Transition {
   // the fleet has not confirmed (yet): it stays local, its probe too. On
   // the close that ends such an episode, it was never confirmed.
   bool fleet_unconfirmed = false;
+  // Applied from elsewhere (external): ExternalState::decided_unix_ms.
+  int64_t decided_unix_ms = 0;
 };
 
 // Fleet mode: the fleet's sums over one breaker's window (Redis time
@@ -190,6 +192,9 @@ struct ExternalState {
   absl::Duration open_remaining = absl::ZeroDuration();
   // kOpen: the escalation level to take (cooldown doublings so far).
   uint32_t escalation_level = 0;
+  // An operator's decision (forced states, reset): when it was made, by the
+  // fleet's clock (Unix ms); 0 if unknown. Carried to the transition.
+  int64_t decided_unix_ms = 0;
 };
 
 // Number of finite buckets of the call-latency histogram.

@@ -29,6 +29,9 @@ struct FleetCounters {
   // fleet confirmed (by its window or a quorum of trips) and published.
   uint64_t window_syncs = 0;
   uint64_t confirmed_opens = 0;
+  // Operator decisions received that were older than the newest this
+  // sidecar knew for the dependency: ignored.
+  uint64_t stale_decisions = 0;
 };
 
 }  // namespace breakerd

@@ -35,7 +35,9 @@ struct FleetMessage {
   // kFleetFormat, or 1 for a message from an earlier release.
   int format = kFleetFormat;
   // When the store stored it, by the fleet's clock (Redis TIME, Unix
-  // milliseconds): orders decisions fleet-wide. 0 in format 1.
+  // milliseconds), or for an operator's decision when it was made (by the
+  // origin's estimate of the fleet's clock): orders decisions fleet-wide.
+  // 0 in format 1.
   int64_t stored_unix_ms = 0;
   // The sidecar that published it (FleetSync's id).
   std::string origin;
@@ -60,6 +62,9 @@ struct FleetPublish {
   uint32_t escalation_level = 0;
   // TransitionReasonName of the origin's transition.
   std::string reason;
+  // An operator's decision: when it was made, by the fleet's clock (Unix
+  // ms), stored as the message's time; 0: the store's time now.
+  int64_t decided_unix_ms = 0;
 };
 
 struct PublishAnswer {

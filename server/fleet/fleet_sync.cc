@@ -41,6 +41,16 @@ std::optional<ExternalState::Kind> PublishedKind(const Transition& t) {
   return std::nullopt;
 }
 
+// True on the fleet thread while it applies what the fleet decided: the
+// transitions that come back through OnTransition are the fleet's own.
+thread_local bool applying_fleet_state = false;
+
+bool IsDecision(ExternalState::Kind kind) {
+  return kind == ExternalState::Kind::kForcedOpen ||
+         kind == ExternalState::Kind::kForcedClosed ||
+         kind == ExternalState::Kind::kReset;
+}
+
 }  // namespace
 
 FleetSync::FleetSync(Registry* registry, std::unique_ptr<FleetStore> store,
@@ -76,7 +86,20 @@ void FleetSync::RequestClaim(absl::string_view dependency, uint64_t generation,
 }
 
 void FleetSync::OnTransition(const Transition& t) {
-  if (t.external || t.reason == TransitionReason::kReload) return;
+  if (t.reason == TransitionReason::kReload) return;
+  if (t.external) {
+    // An override read back from the state file: the decision this pod
+    // knew of, as of when it was made (0: unknown, older than any stored).
+    if (!applying_fleet_state &&
+        (t.to == State::kForcedOpen || t.to == State::kForcedClosed)) {
+      MutexLock lock(&mu_);
+      RecordDecision(t.dependency, {t.to == State::kForcedOpen
+                                        ? ExternalState::Kind::kForcedOpen
+                                        : ExternalState::Kind::kForcedClosed,
+                                    t.decided_unix_ms, /*restored=*/true});
+    }
+    return;
+  }
   const bool probe_done = t.from == State::kHalfOpen;
   std::optional<ExternalState::Kind> kind = PublishedKind(t);
   if (!kind.has_value() && !probe_done) return;
@@ -91,11 +114,53 @@ void FleetSync::OnTransition(const Transition& t) {
       p.state.escalation_level = t.escalation_level;
       p.state.reason = std::string(TransitionReasonName(t.reason));
       p.open_until = options_.wall_now() + t.retry_after;
+      if (IsDecision(*kind)) {
+        // The operator's decision, stamped now by the fleet's clock (as
+        // best known: also while the store is away), so that the newest
+        // one wins wherever they meet.
+        p.state.decided_unix_ms = absl::ToUnixMillis(StoreNow());
+        RecordDecision(t.dependency, {*kind, p.state.decided_unix_ms});
+      }
       auto [it, inserted] = publishes_.insert_or_assign(t.dependency, p);
       if (inserted) publish_order_.push_back(t.dependency);
     }
   }
   store_->Wake();
+}
+
+void FleetSync::PublishRestoredDecisions() {
+  MutexLock lock(&mu_);
+  for (auto& [dep, d] : decisions_) {
+    if (!d.restored) continue;
+    d.restored = false;
+    if (d.unix_ms <= 0) continue;  // unknown age: the store's is newer
+    Pending p;
+    p.state.dependency = dep;
+    p.state.origin = options_.id;
+    p.state.kind = d.kind;
+    p.state.reason = std::string(
+        TransitionReasonName(d.kind == ExternalState::Kind::kForcedOpen
+                                 ? TransitionReason::kForcedOpen
+                                 : TransitionReason::kForcedClosed));
+    p.state.decided_unix_ms = d.unix_ms;
+    if (publishes_.try_emplace(dep, std::move(p)).second) {
+      publish_order_.push_back(dep);
+    }
+  }
+}
+
+void FleetSync::RecordDecision(const std::string& dependency,
+                               const OperatorDecision& d) {
+  decisions_[dependency] = d;
+  if (decisions_.size() <= std::max<size_t>(1, options_.max_tracked_versions)) {
+    return;
+  }
+  // Bounded: the oldest decision is forgotten first.
+  auto oldest = decisions_.begin();
+  for (auto it = decisions_.begin(); it != decisions_.end(); ++it) {
+    if (it->second.unix_ms < oldest->second.unix_ms) oldest = it;
+  }
+  decisions_.erase(oldest);
 }
 
 FleetCounters FleetSync::counters() const {
@@ -117,7 +182,8 @@ void FleetSync::TakeWork(std::vector<Claim>* claims,
   releases_.clear();
   if (connected_.load(std::memory_order_relaxed)) {
     for (const std::string& dep : publish_order_) {
-      publishes->push_back(std::move(publishes_[dep]));
+      auto it = publishes_.find(dep);
+      if (it != publishes_.end()) publishes->push_back(std::move(it->second));
     }
     publishes_.clear();
     publish_order_.clear();
@@ -154,6 +220,7 @@ bool FleetSync::Join() {
     return false;
   }
   for (const std::string& text : *states) ApplyText(text, /*rejoin=*/true);
+  PublishRestoredDecisions();
   backoff_ = options_.reconnect_min;
   logged_down_ = false;
   connected_.store(true, std::memory_order_release);
@@ -170,11 +237,14 @@ void FleetSync::LearnStoreClock(int64_t store_unix_ms, absl::Time sent,
                                 absl::Time received) {
   // The store read its clock somewhere in the round trip: take the middle.
   const absl::Time local = sent + (received - sent) / 2;
-  store_offset_ = absl::FromUnixMillis(store_unix_ms) - local;
+  store_offset_ns_.store(
+      absl::ToInt64Nanoseconds(absl::FromUnixMillis(store_unix_ms) - local),
+      std::memory_order_relaxed);
 }
 
 absl::Time FleetSync::StoreNow() const {
-  return options_.wall_now() + store_offset_;
+  return options_.wall_now() +
+         absl::Nanoseconds(store_offset_ns_.load(std::memory_order_relaxed));
 }
 
 absl::Status FleetSync::Heartbeat() {
@@ -376,10 +446,38 @@ void FleetSync::Apply(const FleetMessage& m, bool rejoin) {
   // time left is measured against the same clock, so a node whose clock
   // is off ends it with the others.
   state.open_remaining = absl::FromUnixMillis(m.open_until_unix_ms) -
-                         (m.format == kFleetFormat ? now + store_offset_ : now);
-  if (rejoin) {
+                         (m.format == kFleetFormat ? StoreNow() : now);
+  if (IsDecision(m.kind) && m.format == kFleetFormat) {
+    // Operators' decisions are ordered by when they were made (the
+    // fleet's clock): the newest wins on every pod, whichever way each
+    // learns of it.
+    state.decided_unix_ms = m.stored_unix_ms;
+    MutexLock lock(&mu_);
+    auto local = decisions_.find(m.dependency);
+    if (local != decisions_.end() && local->second.unix_ms > m.stored_unix_ms) {
+      // Older than what this pod decided or heard last: ours goes (or
+      // went) out and wins.
+      ++counters_.stale_decisions;
+      return;
+    }
+    // A stored reset undoes a decision this pod knew of; with none known
+    // there is nothing here to undo.
+    if (rejoin && local == decisions_.end() &&
+        m.kind == ExternalState::Kind::kReset) {
+      return;
+    }
+    RecordDecision(m.dependency, {m.kind, m.stored_unix_ms});
+    // A decision kept to publish since the store was away, older than
+    // this one, must not go out over it.
+    auto pending = publishes_.find(m.dependency);
+    if (pending != publishes_.end() && IsDecision(pending->second.state.kind) &&
+        pending->second.state.decided_unix_ms <= m.stored_unix_ms) {
+      publishes_.erase(pending);
+    }
+  } else if (rejoin) {
     // What we may have decided while away is newer than a stored close;
-    // only outages and overrides are taken from the store.
+    // only outages (and, from an older release, overrides) are taken from
+    // the store.
     const bool open_now = m.kind == ExternalState::Kind::kOpen &&
                           state.open_remaining > absl::ZeroDuration();
     if (!open_now && m.kind != ExternalState::Kind::kForcedOpen &&
@@ -395,8 +493,10 @@ void FleetSync::Apply(const FleetMessage& m, bool rejoin) {
       if (m.reason == TransitionReasonName(r)) reason = r;
     }
   }
+  applying_fleet_state = true;
   absl::StatusOr<BreakerSnapshot> s =
       registry_->ApplyExternal(m.dependency, state, reason);
+  applying_fleet_state = false;
   if (!s.ok()) {
     uint64_t suppressed = 0;
     if (TakeLogBudget(&apply_failed_log_, &suppressed)) {

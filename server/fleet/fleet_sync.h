@@ -185,6 +185,20 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   // updated entry beyond max_tracked_versions.
   void RecordVersion(const std::string& dependency, uint64_t version,
                      absl::Time now);
+  struct OperatorDecision {
+    ExternalState::Kind kind;
+    int64_t unix_ms;
+    // Read back from the state file and not yet told to the fleet: after
+    // a join it is published unless the store held a newer one.
+    bool restored = false;
+  };
+  // After a join: publishes the decisions read back from the state file
+  // that the store did not supersede (made while the store was away, or
+  // forgotten by it).
+  void PublishRestoredDecisions() ABSL_LOCKS_EXCLUDED(mu_);
+  // Keeps d as the dependency's newest known decision (bounded).
+  void RecordDecision(const std::string& dependency, const OperatorDecision& d)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rate limit of one kind of log line.
   struct LogBudget {
     absl::Time next = absl::InfinitePast();
@@ -215,6 +229,11 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   // Dependencies whose probe result arrived: release our claim if we hold it.
   absl::flat_hash_set<std::string> releases_ ABSL_GUARDED_BY(mu_);
   FleetCounters counters_ ABSL_GUARDED_BY(mu_);
+  // The newest operator decision (forced state or reset) known per
+  // dependency, and when it was made by the fleet's clock (Unix ms; 0:
+  // unknown, older than any). At most max_tracked_versions.
+  absl::flat_hash_map<std::string, OperatorDecision> decisions_
+      ABSL_GUARDED_BY(mu_);
 
   // Fleet thread only.
   struct Seen {
@@ -235,7 +254,8 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   absl::Time next_window_sync_ = absl::InfinitePast();
   // The store's clock minus this node's (the fleet's clock is the store's:
   // cooldown ends cross nodes in it), from the last round trip.
-  absl::Duration store_offset_ = absl::ZeroDuration();
+  // (Nanoseconds; read by OnTransition on request threads.)
+  std::atomic<int64_t> store_offset_ns_{0};
   // The store's incarnation seen since the last join; empty before.
   std::string incarnation_;
   bool ever_connected_ = false;

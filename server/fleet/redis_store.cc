@@ -22,7 +22,8 @@ namespace {
 
 // KEYS: version, state. ARGV: "<origin> <kind>", cooldown left in ms (-1:
 // none), "<escalation> <reason> <dependency>", channel, ttl_ms (0: no
-// expiry).
+// expiry), an operator decision's time in ms (0: none; the message's time
+// is then the store's).
 // Builds the message in format v2 (FormatFleetMessage) with the store's
 // own time: when it was stored and when its cooldown ends, so that no
 // sidecar's clock is in it. Returns {version, store time in ms}.
@@ -35,8 +36,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local left = tonumber(ARGV[2])
 local untl = 0
 if left >= 0 then untl = now + left end
+local stamp = now
+if tonumber(ARGV[6]) > 0 then stamp = tonumber(ARGV[6]) end
 local v = redis.call('INCR', KEYS[1])
-local msg = string.format('%d v2 %d %s %d %s', v, now, ARGV[1], untl, ARGV[3])
+local msg = string.format('%d v2 %d %s %d %s', v, stamp, ARGV[1], untl, ARGV[3])
 if tonumber(ARGV[5]) > 0 then
   redis.call('SET', KEYS[2], msg, 'PX', ARGV[5])
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
@@ -397,7 +400,8 @@ absl::StatusOr<PublishAnswer> RedisStore::Publish(const FleetPublish& p,
        absl::StrCat(p.origin, " ", FleetKindName(p.kind)), absl::StrCat(left),
        absl::StrCat(p.escalation_level, " ", p.reason, " ", p.dependency),
        channel_,
-       absl::StrCat(std::max<int64_t>(0, absl::ToInt64Milliseconds(ttl)))},
+       absl::StrCat(std::max<int64_t>(0, absl::ToInt64Milliseconds(ttl))),
+       absl::StrCat(std::max<int64_t>(0, p.decided_unix_ms))},
       p.dependency);
   if (!r.ok()) return r.status();
   const redisReply* reply = r->get();

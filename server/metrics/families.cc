@@ -370,7 +370,8 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
         {"store_reset", c.store_resets},
         {"unknown_version", c.unknown_versions},
         {"window_sync", c.window_syncs},
-        {"confirmed_open", c.confirmed_opens}};
+        {"confirmed_open", c.confirmed_opens},
+        {"stale_decision", c.stale_decisions}};
     for (const auto& [event, count] : events) {
       sink->AddCount(FamilyId::kFleetEvents, {event}, count);
     }

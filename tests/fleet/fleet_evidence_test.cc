@@ -266,5 +266,127 @@ TEST_F(FleetEvidenceTest, WhileTheStoreIsAwayOpensAreLocalAndNotCounted) {
   EXPECT_TRUE(redis_.windows.empty());
 }
 
+// Operators' decisions are ordered by when they were made, by the fleet's
+// clock: the newest ForceOpen / ForceClose / Reset wins on every pod.
+class FleetDecisionsTest : public FleetEvidenceTest {
+ protected:
+  // Every sidecar back from the store's absence (past any backoff).
+  void Rejoin() {
+    redis_.up = true;
+    Advance(Seconds(5));
+    StepAll();
+    StepAll();
+    StepAll();
+  }
+};
+
+TEST_F(FleetDecisionsTest, AResetMadeWhileTheStoreWasAwayWinsOverAnOlderForce) {
+  Start(fleet_testing::Policies(), 2);
+  const std::string dep = "dep/x";
+  ASSERT_TRUE(at(0).registry.ForceOpen(dep).ok());
+  Sync();
+  ASSERT_EQ(at(1).State(dep), State::kForcedOpen);
+  Advance(Seconds(1));
+  redis_.up = false;
+  Sync();
+  ASSERT_FALSE(at(1).sync->connected());
+  ASSERT_TRUE(at(1).registry.Reset(dep).ok());  // decided while away
+  Rejoin();
+  // b did not take the older stored ForceOpen back; a took b's Reset.
+  EXPECT_EQ(at(1).State(dep), State::kClosed);
+  EXPECT_EQ(at(0).State(dep), State::kClosed);
+}
+
+TEST_F(FleetDecisionsTest, AnOlderDecisionMadeWhileAwayLosesToTheNewerOne) {
+  Start(fleet_testing::Policies(), 2);
+  const std::string dep = "dep/x";
+  redis_.up = false;
+  Sync();
+  ASSERT_TRUE(at(0).registry.ForceOpen(dep).ok());  // first
+  Advance(Seconds(1));
+  ASSERT_TRUE(at(1).registry.ForceClose(dep).ok());  // then, newer
+  // b comes back first and stores its ForceClose; a comes back to a newer
+  // decision than its own, takes it, and never publishes its own.
+  redis_.up = true;
+  Advance(Seconds(5));
+  at(1).Step();
+  at(1).Step();
+  at(0).Step();
+  at(0).Step();
+  Sync();
+  Sync();
+  EXPECT_EQ(at(0).State(dep), State::kForcedClosed);
+  EXPECT_EQ(at(1).State(dep), State::kForcedClosed);
+  // a's own, older ForceOpen never went out.
+  EXPECT_EQ(at(0).sync->counters().published, 0u);
+}
+
+TEST_F(FleetDecisionsTest, ARestartedPodTakesTheResetMadeAfterItsSavedForce) {
+  Start(fleet_testing::Policies(), 2);
+  const std::string dep = "dep/x";
+  ASSERT_TRUE(at(0).registry.ForceOpen(dep).ok());
+  Sync();
+  const int64_t forced_at = absl::ToUnixMillis(wall_);
+  // a stops (its state file keeps forced_open); b resets.
+  sidecars_[0]->sync->Stop();
+  Advance(Seconds(1));
+  ASSERT_TRUE(at(1).registry.Reset(dep).ok());
+  Sync();
+  // a comes back: the state file's override, then the join.
+  Sidecar a2("a2", &redis_, &wall_, nullptr, fleet_testing::Policies());
+  ExternalState saved;
+  saved.kind = ExternalState::Kind::kForcedOpen;
+  saved.decided_unix_ms = forced_at;
+  ASSERT_TRUE(
+      a2.registry.ApplyExternal(dep, saved, TransitionReason::kRestored).ok());
+  ASSERT_EQ(a2.State(dep), State::kForcedOpen);
+  a2.Step();
+  EXPECT_EQ(a2.State(dep), State::kClosed);
+  EXPECT_EQ(at(1).State(dep), State::kClosed);
+}
+
+TEST_F(FleetDecisionsTest, ASavedForceNewerThanTheStoresIsPublishedOnJoin) {
+  Start(fleet_testing::Policies(), 2);
+  const std::string dep = "dep/x";
+  ASSERT_TRUE(at(1).registry.ForceClose(dep).ok());
+  Sync();
+  ASSERT_EQ(at(0).State(dep), State::kForcedClosed);
+  // A pod that forced the dependency open while the store was away and
+  // restarted before it came back: the decision lives in its state file.
+  Advance(Seconds(1));
+  Sidecar c("c", &redis_, &wall_, nullptr, fleet_testing::Policies());
+  ExternalState saved;
+  saved.kind = ExternalState::Kind::kForcedOpen;
+  saved.decided_unix_ms = absl::ToUnixMillis(wall_);
+  ASSERT_TRUE(
+      c.registry.ApplyExternal(dep, saved, TransitionReason::kRestored).ok());
+  c.Step();  // joins: the store's ForceClose is older
+  c.Step();  // publishes its own
+  EXPECT_EQ(c.State(dep), State::kForcedOpen);
+  EXPECT_EQ(c.sync->counters().published, 1u);
+  Sync();
+  EXPECT_EQ(at(0).State(dep), State::kForcedOpen);
+  EXPECT_EQ(at(1).State(dep), State::kForcedOpen);
+}
+
+TEST_F(FleetDecisionsTest, AStaleDecisionArrivingLiveIsIgnoredAndCounted) {
+  Start(fleet_testing::Policies(), 2);
+  const std::string dep = "dep/x";
+  ASSERT_TRUE(at(0).registry.ForceOpen(dep).ok());
+  Sync();
+  ASSERT_EQ(at(1).State(dep), State::kForcedOpen);
+  FleetMessage old;
+  old.dependency = dep;
+  old.version = 99;
+  old.stored_unix_ms = absl::ToUnixMillis(wall_ - Seconds(30));
+  old.origin = "elsewhere";
+  old.kind = ExternalState::Kind::kReset;
+  old.reason = "reset";
+  at(1).store->Deliver(old);
+  at(1).Step();
+  EXPECT_EQ(at(1).State(dep), State::kForcedOpen);
+  EXPECT_EQ(at(1).sync->counters().stale_decisions, 1u);
+}
+
 }  // namespace
 }  // namespace breakerd

@@ -91,7 +91,8 @@ class FakeStore : public FleetStore {
     FleetMessage m;
     m.dependency = p.dependency;
     m.version = ++r_->versions[p.dependency];
-    m.stored_unix_ms = absl::ToUnixMillis(*r_->wall);
+    m.stored_unix_ms = p.decided_unix_ms > 0 ? p.decided_unix_ms
+                                             : absl::ToUnixMillis(*r_->wall);
     m.origin = p.origin;
     m.kind = p.kind;
     if (p.kind == ExternalState::Kind::kOpen) {
