@@ -14,6 +14,9 @@ constexpr absl::string_view kFlag = "admin-token-file";
 
 }  // namespace
 
+AdminToken::AdminToken(std::string path)
+    : path_(std::move(path)), mode_check_(path_, std::string(kFlag)) {}
+
 absl::Status AdminToken::Load() {
   if (path_.empty()) {
     LogEvent(
@@ -23,9 +26,9 @@ absl::Status AdminToken::Load() {
   }
   absl::StatusOr<std::string> token = ReadSecretFile(path_, kFlag);
   if (!token.ok()) return token.status();
-  WarnIfSecretFileIsShared(path_, kFlag);
   {
     MutexLock lock(&mu_);
+    mode_check_.Check();
     seen_ = *token;
   }
   initial_ = *std::move(token);
@@ -37,6 +40,8 @@ void AdminToken::Reload(AdminServiceImpl* admin) {
   if (path_.empty()) return;
   MutexLock lock(&mu_);
   absl::StatusOr<std::string> token = ReadSecretFile(path_, kFlag);
+  // Whether or not the token changed: a chmod changes only the mode.
+  mode_check_.Check();
   const std::string seen =
       token.ok() ? *token : std::string(token.status().message());
   if (seen == seen_) return;

@@ -5,6 +5,9 @@
 // re-read at each config poll and on SIGHUP: a changed valid token replaces
 // the old one (a rotated Kubernetes Secret, "admin_token_reloaded"); a bad
 // file is logged once ("admin_token_rejected") and the token in force stays.
+// A file others may read is warned about ("secret_file_permissive") at
+// start and at the poll that finds it so (chmod'ed, or a rotation that made
+// it so), once per change rather than at every poll (SecretFileModeCheck).
 //
 // Refused Admin calls are logged as "admin_auth_failed" at most once per
 // kAuthFailureLogInterval, with the count since the previous line, so a
@@ -22,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/cli/secret_file.h"
 #include "server/engine/mutex.h"
 #include "server/log/log_throttle.h"
 
@@ -35,7 +39,7 @@ inline constexpr absl::Duration kAuthFailureLogInterval = absl::Seconds(1);
 class AdminToken {
  public:
   // `path`: --admin-token-file; empty: Admin disabled.
-  explicit AdminToken(std::string path) : path_(std::move(path)) {}
+  explicit AdminToken(std::string path);
 
   AdminToken(const AdminToken&) = delete;
   AdminToken& operator=(const AdminToken&) = delete;
@@ -47,8 +51,9 @@ class AdminToken {
   // The token read by Load(); nullopt without a file.
   const std::optional<std::string>& initial() const { return initial_; }
 
-  // Re-reads the file (nothing without one) and gives `admin` a changed
-  // valid token. REQUIRES: Load() succeeded.
+  // Re-reads the file (nothing without one), gives `admin` a changed valid
+  // token, and warns about the file's mode if that changed to a shared one.
+  // REQUIRES: Load() succeeded.
   void Reload(AdminServiceImpl* admin) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A refused Admin call (`total`: refusals since start), logged as above.
@@ -63,6 +68,7 @@ class AdminToken {
   // The file's last content (or read error) seen.
   Mutex mu_;
   std::string seen_ ABSL_GUARDED_BY(mu_);
+  SecretFileModeCheck mode_check_ ABSL_GUARDED_BY(mu_);
   // The admin_auth_failed line.
   LogThrottle auth_log_{kAuthFailureLogInterval};
 };

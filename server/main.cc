@@ -119,7 +119,9 @@ ABSL_FLAG(std::string, state_file, "",
           "cooldown end and escalation, forced overrides) to this file, "
           "atomically: on shutdown, before an Admin override answers, and "
           "within a second of any open or close; on start, read it back. A "
-          "missing or corrupt file is logged and skipped. The last good "
+          "missing or corrupt file is logged and skipped; a file that is "
+          "not a state file (another file named by mistake) is never "
+          "written over, and no state is saved. The last good "
           "--config is kept beside it (FILE.last-good-config). Off when "
           "empty.");
 ABSL_FLAG(absl::Duration, state_stale_after, absl::Minutes(10),

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -28,6 +29,26 @@ bool InOwnGroups(gid_t gid) {
   const int got = getgroups(n, groups.data());
   return got > 0 && std::find(groups.begin(), groups.begin() + got, gid) !=
                         groups.begin() + got;
+}
+
+// Others than this process may read or write it: any "other" bit, group
+// write, or group read by a group this process is not in.
+bool IsShared(const struct stat& st) {
+  return (st.st_mode & 0027) != 0 ||
+         ((st.st_mode & 0040) != 0 && !InOwnGroups(st.st_gid));
+}
+
+void LogPermissive(const std::string& path, absl::string_view flag,
+                   const struct stat& st) {
+  LogEvent(LogLevel::kWarn, "secret_file_permissive",
+           {{"flag", flag},
+            {"path", path},
+            {"mode", absl::StrFormat("%04o", st.st_mode & 07777)},
+            {"gid", static_cast<int64_t>(st.st_gid)},
+            {"why",
+             "other users may read or write it; make it 0400 or 0600, or "
+             "0440 with breakerd's own group (Kubernetes: the Secret "
+             "volume's defaultMode 0400 and the pod's fsGroup)"}});
 }
 
 }  // namespace
@@ -95,19 +116,30 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
 
 void WarnIfSecretFileIsShared(const std::string& path, absl::string_view flag) {
   struct stat st;
-  if (stat(path.c_str(), &st) != 0) return;
-  const bool shared = (st.st_mode & 0027) != 0 ||
-                      ((st.st_mode & 0040) != 0 && !InOwnGroups(st.st_gid));
-  if (!shared) return;
-  LogEvent(LogLevel::kWarn, "secret_file_permissive",
-           {{"flag", flag},
-            {"path", path},
-            {"mode", absl::StrFormat("%04o", st.st_mode & 07777)},
-            {"gid", static_cast<int64_t>(st.st_gid)},
-            {"why",
-             "other users may read or write it; make it 0400 or 0600, or "
-             "0440 with breakerd's own group (Kubernetes: the Secret "
-             "volume's defaultMode 0400 and the pod's fsGroup)"}});
+  if (stat(path.c_str(), &st) != 0 || !IsShared(st)) return;
+  LogPermissive(path, flag, st);
+}
+
+SecretFileModeCheck::SecretFileModeCheck(std::string path, std::string flag)
+    : path_(std::move(path)), flag_(std::move(flag)) {}
+
+bool SecretFileModeCheck::Warned::operator==(const Warned& other) const {
+  return dev == other.dev && ino == other.ino && mode == other.mode &&
+         gid == other.gid;
+}
+
+bool SecretFileModeCheck::Check() {
+  struct stat st;
+  if (stat(path_.c_str(), &st) != 0) return false;
+  if (!IsShared(st)) {
+    warned_.reset();
+    return false;
+  }
+  const Warned now{st.st_dev, st.st_ino, st.st_mode, st.st_gid};
+  if (warned_ == now) return false;
+  warned_ = now;
+  LogPermissive(path_, flag_, st);
+  return true;
 }
 
 }  // namespace breakerd

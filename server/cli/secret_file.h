@@ -5,7 +5,10 @@
 #ifndef BREAKERD_SERVER_CLI_SECRET_FILE_H_
 #define BREAKERD_SERVER_CLI_SECRET_FILE_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -38,6 +41,41 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
 // with the pod's fsGroup makes the file 0440, group fsGroup), so that is
 // not warned about.
 void WarnIfSecretFileIsShared(const std::string& path, absl::string_view flag);
+
+// WarnIfSecretFileIsShared for a file read again while serving (a rotated
+// Secret), checked at every poll: warns once per change, not per check. A
+// shared file is warned about when first seen, and again only if it is
+// replaced (a rotated Kubernetes Secret is a new file) or its mode or group
+// changes; a file that stops being shared and becomes shared again is
+// warned about again.
+//
+// Thread-safety: not thread-safe; the owner serializes calls.
+class SecretFileModeCheck {
+ public:
+  // `path`, `flag`: as for WarnIfSecretFileIsShared.
+  SecretFileModeCheck(std::string path, std::string flag);
+
+  // Stats the file (symlinks followed) and logs "secret_file_permissive" if
+  // it is shared and differs from the one last warned about. Returns true
+  // if it logged. A file that cannot be stat'ed changes nothing.
+  bool Check();
+
+ private:
+  // What identifies a warning: the file and its permissions.
+  struct Warned {
+    dev_t dev;
+    ino_t ino;
+    mode_t mode;
+    gid_t gid;
+    bool operator==(const Warned& other) const;
+  };
+
+  // Constant after construction.
+  const std::string path_;
+  const std::string flag_;
+
+  std::optional<Warned> warned_;
+};
 
 }  // namespace breakerd
 

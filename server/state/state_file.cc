@@ -72,6 +72,28 @@ int64_t CeilUnixMillis(absl::Time t) {
   return std::clamp<int64_t>(ms, 0, kMaxSavedUnixMillis);
 }
 
+// The version of a header line, "breakerd-state <1 to 9 digits>" (this
+// breakerd's or another's); nullopt for any other line.
+std::optional<absl::string_view> HeaderVersion(absl::string_view line) {
+  constexpr absl::string_view kMagic = "breakerd-state ";
+  if (!absl::StartsWith(line, kMagic)) return std::nullopt;
+  const absl::string_view version = line.substr(kMagic.size());
+  if (version.empty() || version.size() > 9 ||
+      !std::all_of(version.begin(), version.end(),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return version;
+}
+
+// True if `text` may be a state file: empty, or a first line that is a
+// header of some version. Anything else is some other file named by
+// mistake.
+bool MayBeStateFile(absl::string_view text) {
+  return text.empty() ||
+         HeaderVersion(text.substr(0, text.find('\n'))).has_value();
+}
+
 absl::Status LineError(size_t line, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat("line ", line, ": ", message));
 }
@@ -199,18 +221,13 @@ absl::StatusOr<std::vector<SavedBreaker>> ParseState(absl::string_view text) {
 
     if (line_no == 1) {
       if (line == kStateFileHeader) continue;
-      constexpr absl::string_view kMagic = "breakerd-state ";
       // Only a version made of digits is quoted: a first line that is not
       // a state file's header may be a secret named by mistake (the token
       // file), and an error message goes to the log.
-      const absl::string_view version = line.substr(
-          absl::StartsWith(line, kMagic) ? kMagic.size() : line.size());
-      if (absl::StartsWith(line, kMagic) && !version.empty() &&
-          version.size() <= 9 &&
-          std::all_of(version.begin(), version.end(),
-                      [](char c) { return c >= '0' && c <= '9'; })) {
+      if (const std::optional<absl::string_view> version = HeaderVersion(line);
+          version.has_value()) {
         return LineError(1, absl::StrCat("header: unsupported version \"",
-                                         version, "\"; this breakerd reads \"",
+                                         *version, "\"; this breakerd reads \"",
                                          kStateFileHeader, "\""));
       }
       return LineError(
@@ -382,7 +399,12 @@ absl::StatusOr<std::vector<SavedBreaker>> ReadStateFile(
 
   absl::StatusOr<std::vector<SavedBreaker>> parsed = ParseState(text);
   if (!parsed.ok()) {
-    return absl::Status(parsed.status().code(),
+    // Some other file (the token file, by a typo): the caller must not
+    // write over it.
+    const absl::StatusCode code = MayBeStateFile(text)
+                                      ? parsed.status().code()
+                                      : absl::StatusCode::kFailedPrecondition;
+    return absl::Status(code,
                         absl::StrCat(path, ": ", parsed.status().message()));
   }
   return parsed;

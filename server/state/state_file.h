@@ -106,8 +106,12 @@ absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view text);
 
 // Reads and parses `path`. NOT_FOUND if it does not exist (the caller logs
-// and starts fresh); an I/O error names the path and errno text; otherwise
-// ParseState's errors, prefixed with "<path>: ".
+// and starts fresh); an I/O error names the path and errno text;
+// FAILED_PRECONDITION if `path` holds something that is not a state file
+// of any version (not a regular file, or a non-empty file whose first line
+// is not "breakerd-state <digits>": the token file named by mistake), which
+// the caller must not write over; otherwise ParseState's errors, prefixed
+// with "<path>: ". No message quotes a first line that is not a header.
 absl::StatusOr<std::vector<SavedBreaker>> ReadStateFile(
     const std::string& path);
 

@@ -14,12 +14,26 @@ StateKeeper::StateKeeper(Registry* registry, std::string path,
                          absl::Duration stale_after)
     : path_(path), saver_(registry, std::move(path)) {
   Restore(registry, stale_after);
+  if (!saving_) return;
   registry->AddObserver(&saver_);
   OnSaved(saver_.Save());
 }
 
 void StateKeeper::Restore(Registry* registry, absl::Duration stale_after) {
   absl::StatusOr<std::vector<SavedBreaker>> saved = ReadStateFile(path_);
+  if (absl::IsFailedPrecondition(saved.status())) {
+    // Not ours (the token file, by a typo): writing would destroy it.
+    saving_ = false;
+    LogEvent(LogLevel::kError, "state_file_skipped",
+             {{"path", path_},
+              {"error", saved.status().message()},
+              {"why",
+               "not a breakerd state file: breakerd will not save state "
+               "there (open breakers and operator overrides will not "
+               "survive a restart); point --state-file at a file of its "
+               "own"}});
+    return;
+  }
   if (!saved.ok()) {
     // Never fatal: start fresh.
     LogEvent(
@@ -37,9 +51,13 @@ void StateKeeper::Restore(Registry* registry, absl::Duration stale_after) {
             {"failed", int64_t{stats.failed}}});
 }
 
-void StateKeeper::Persist() { OnSaved(saver_.SaveIfStale()); }
+void StateKeeper::Persist() {
+  if (!saving_) return;
+  OnSaved(saver_.SaveIfStale());
+}
 
 void StateKeeper::SaveFinal() {
+  if (!saving_) return;
   absl::StatusOr<size_t> saved = saver_.Save();
   OnSaved(saved, /*final=*/true);
   if (!saved.ok()) return;

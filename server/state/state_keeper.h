@@ -7,6 +7,12 @@
 // writes it if it went stale; at shutdown SaveFinal() writes it whatever
 // changed.
 //
+// A path that holds something other than a state file (ReadStateFile's
+// FAILED_PRECONDITION: the token file named by a typo, a FIFO) is never
+// written over: "state_file_skipped" is logged as an error saying so, and
+// the process runs without saving state. A missing or empty file, or a
+// state file that does not parse, is taken over.
+//
 // A failed write is counted (breakerd_state_save_failures_total) and logged
 // as "state_save_failed" when writes start failing, then at most once per
 // kStateSaveFailureLogInterval while they keep failing, and once
@@ -48,9 +54,15 @@ class StateKeeper {
   StateKeeper& operator=(const StateKeeper&) = delete;
 
   // Writes the file if a breaker's saved state changed since the last write.
+  // Nothing when saving is off.
   void Persist();
-  // Writes the file now and logs "state_saved" (shutdown).
+  // Writes the file now and logs "state_saved" (shutdown). Nothing when
+  // saving is off.
   void SaveFinal();
+
+  // False if the path held something other than a state file at start: the
+  // file is then never written.
+  bool saving() const { return saving_; }
 
   // Failed writes since start.
   uint64_t save_failures() const {
@@ -58,12 +70,15 @@ class StateKeeper {
   }
 
  private:
+  // Sets saving_ to false if the file must not be written over.
   void Restore(Registry* registry, absl::Duration stale_after);
   // Counts and logs (rate-limited) the outcome of a write; a `final`
   // failure (at shutdown) is logged whatever the rate limit says.
   void OnSaved(const absl::StatusOr<size_t>& saved, bool final = false);
 
   const std::string path_;
+  // Set by the constructor, then only read.
+  bool saving_ = true;
   StateSaver saver_;
   std::atomic<uint64_t> save_failures_{0};
   // The state_save_failed line.

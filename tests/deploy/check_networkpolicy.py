@@ -2,6 +2,9 @@
 """deploy/kubernetes/networkpolicy: only Prometheus reaches the metrics port.
 
 Renders the policy and the example overlay offline and asserts that:
+  - the policy is a Kustomization, not a Component, as the docs say: an
+    overlay lists it under `resources:` (which renders the app and the
+    policy together) and not under `components:` (which kustomize refuses);
   - the policy selects exactly the pods that run the sidecar (the pod
     template's labels match its podSelector);
   - the sidecar's metrics containerPort is reachable only from the
@@ -16,6 +19,7 @@ Exit: 0 passed, 1 a check failed, 77 skipped (no renderer or no PyYAML).
 import argparse
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deploy_util import FAILURES, SKIP, check, find_renderer, render  # noqa: E402
@@ -53,6 +57,24 @@ def metrics_port(docs):
     return None, None
 
 
+def render_overlay(kustomize, k8s, field):
+    """Renders an overlay that lists the example app under `resources:` and
+    the policy under `field`; (objects, error) as render()."""
+    with tempfile.TemporaryDirectory() as overlay:
+        app = os.path.relpath(os.path.join(k8s, "overlays", "example-app"),
+                              overlay)
+        policy = os.path.relpath(os.path.join(k8s, "networkpolicy"), overlay)
+        lines = ["apiVersion: kustomize.config.k8s.io/v1beta1",
+                 "kind: Kustomization", "resources:", f"  - {app}"]
+        if field == "resources":
+            lines.append(f"  - {policy}")
+        else:
+            lines += [f"{field}:", f"  - {policy}"]
+        with open(os.path.join(overlay, "kustomization.yaml"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return render(kustomize, overlay)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kustomize", default="")
@@ -68,6 +90,15 @@ def main():
     check(error is None, f"networkpolicy renders ({error})")
     app, error = render(kustomize, os.path.join(k8s, "overlays", "example-app"))
     check(error is None, f"overlays/example-app renders ({error})")
+    both, error = render_overlay(kustomize, k8s, "resources")
+    check(error is None and
+          [d["kind"] for d in both].count("NetworkPolicy") == 1 and
+          [d["kind"] for d in both].count("Deployment") == 1,
+          f"an overlay lists networkpolicy under resources: ({error})")
+    _, error = render_overlay(kustomize, k8s, "components")
+    check(error is not None,
+          "networkpolicy is not a Component: under components: it fails "
+          "(README.md, SECURITY.md and deploy/kubernetes say resources:)")
     nps = [d for d in policies if d["kind"] == "NetworkPolicy"]
     if not check(len(nps) == 1, "one NetworkPolicy"):
         return 1

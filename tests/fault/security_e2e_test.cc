@@ -599,6 +599,61 @@ TEST(SecurityE2eTest, RotatedAdminTokenReplacesTheOldOneWithoutARestart) {
   EXPECT_FALSE(absl::StrContains(log, kRotatedToken)) << log;
 }
 
+// A token file that becomes readable by others while breakerd serves (a
+// rotation that wrote it 0644, or a chmod) is warned about as at start:
+// once for the change, not at every poll.
+TEST(SecurityE2eTest, ATokenFileMadeWorldReadableAtRotationIsWarnedAboutOnce) {
+  constexpr char kRotatedToken[] = "r0tated-0644-never-logged-7e1b";
+  BreakerdProcess proc;
+  const std::string token_file =
+      proc.WriteFile("admin-token", absl::StrCat(kAdminToken, "\n"));
+  ASSERT_EQ(chmod(token_file.c_str(), 0600), 0);
+  ASSERT_TRUE(proc.Start(
+      {"--admin-token-file=" + token_file, "--config-poll-interval=20ms"}));
+  EXPECT_EQ(proc.CountInLog("\"event\":\"secret_file_permissive\""), 0)
+      << proc.Log();
+
+  // The rotated file lands 0644.
+  const std::string next = proc.dir() + "/admin-token.next";
+  {
+    std::ofstream out(next);
+    out << kRotatedToken << "\n";
+  }
+  ASSERT_EQ(chmod(next.c_str(), 0644), 0);
+  ASSERT_EQ(rename(next.c_str(), token_file.c_str()), 0);
+  ASSERT_TRUE(
+      proc.WaitForLog("\"event\":\"admin_token_reloaded\"", absl::Seconds(10)))
+      << proc.Log();
+  ASSERT_TRUE(proc.WaitForLog("\"event\":\"secret_file_permissive\"",
+                              absl::Seconds(10)))
+      << proc.Log();
+  const std::string warning =
+      LogLinesWith(proc.Log(), "\"event\":\"secret_file_permissive\"");
+  EXPECT_TRUE(absl::StrContains(warning, "\"mode\":\"0644\"")) << warning;
+  EXPECT_TRUE(absl::StrContains(warning, token_file)) << warning;
+
+  // Polls go on (every 20 ms) with the file unchanged: no second line.
+  // Each SIGHUP re-reads the file before it logs reload_skipped, so three
+  // of them are three more checks, whatever the polls did meanwhile.
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(proc.Signal(SIGHUP));
+    ASSERT_TRUE(WaitUntil([&] {
+      return proc.CountInLog("\"event\":\"reload_skipped\"") == i;
+    })) << proc.Log();
+  }
+  EXPECT_EQ(proc.CountInLog("\"event\":\"secret_file_permissive\""), 1)
+      << proc.Log();
+
+  // A chmod alone (the token unchanged) is a change too.
+  ASSERT_EQ(chmod(token_file.c_str(), 0666), 0);
+  EXPECT_TRUE(WaitUntil([&] {
+    return proc.CountInLog("\"event\":\"secret_file_permissive\"") == 2;
+  })) << proc.Log();
+  const std::string log = proc.Log();
+  EXPECT_FALSE(absl::StrContains(log, kAdminToken)) << log;
+  EXPECT_FALSE(absl::StrContains(log, kRotatedToken)) << log;
+}
+
 // A redis-server on a free loopback port requiring `password`; killed with
 // the object.
 class PasswordRedis {

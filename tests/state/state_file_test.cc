@@ -9,6 +9,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -514,20 +515,40 @@ TEST_F(StateFileIoTest, ASymlinkIsNotFollowed) {
 }
 
 // --state-file naming the token file by mistake: the error says the first
-// line is not a header, without quoting any of it.
+// line is not a header, without quoting any of it, and its code
+// (FAILED_PRECONDITION) tells the caller not to write over the file.
 TEST_F(StateFileIoTest, AFirstLineThatIsNotAHeaderIsNotQuoted) {
   constexpr char kSecret[] = "s3cret-T0KEN-never-quoted";
   std::ofstream(path_) << kSecret << "\n";
   absl::StatusOr<std::vector<SavedBreaker>> read = ReadStateFile(path_);
-  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   const std::string message(read.status().message());
-  EXPECT_THAT(message, HasSubstr("line 1: header: must be"));
+  EXPECT_THAT(message, HasSubstr(absl::StrCat(path_, ": line 1: header:")));
   EXPECT_THAT(message, Not(HasSubstr("s3cret"))) << message;
   EXPECT_THAT(message, Not(HasSubstr("T0KEN"))) << message;
   // Nor when it starts like a header.
   std::ofstream(path_) << "breakerd-state " << kSecret << "\n";
   read = ReadStateFile(path_);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(read.status().message()), Not(HasSubstr("s3cret")));
+  // Nor without a newline (a token file often has none).
+  std::ofstream(path_) << kSecret;
+  read = ReadStateFile(path_);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(read.status().message()), Not(HasSubstr("s3cret")));
+}
+
+// A state file of another version, an empty file or a state file that does
+// not parse is breakerd's own: an error of the content (INVALID_ARGUMENT),
+// and the file may be written over.
+TEST_F(StateFileIoTest, AStateFileOfAnyVersionIsOursEvenIfItDoesNotParse) {
+  for (const char* text :
+       {"", "breakerd-state 2\n", "breakerd-state 1\ndep/a opne 0 0\n",
+        "breakerd-state 1"}) {
+    std::ofstream(path_) << text;
+    absl::StatusOr<std::vector<SavedBreaker>> read = ReadStateFile(path_);
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
 }
 
 // StateSaver: overrides reach the file when they change, not only at
@@ -653,6 +674,80 @@ TEST_F(StateFileIoTest, TheShutdownsFailedWriteIsLoggedWhateverTheRateLimit) {
   EXPECT_THAT(failed[1], HasSubstr("\"failures\":2"));
   EXPECT_THAT(failed[1], HasSubstr("at shutdown"));
   EXPECT_EQ(keeper.save_failures(), 3u);
+}
+
+// The log lines written while the object lives.
+class CapturedLog {
+ public:
+  CapturedLog() {
+    previous_ = SetLogWriterForTesting(
+        [this](absl::string_view line) { lines_.emplace_back(line); });
+  }
+  ~CapturedLog() { SetLogWriterForTesting(std::move(previous_)); }
+
+  // The lines holding `text`.
+  std::vector<std::string> With(absl::string_view text) const {
+    std::vector<std::string> out;
+    for (const std::string& line : lines_) {
+      if (absl::StrContains(line, text)) out.push_back(line);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::string> lines_;
+  LogWriter previous_;
+};
+
+// --state-file naming the token file by a typo: the file is never written
+// over (not at start, not after an override, not at shutdown); the error
+// names the path and says no state is saved there, without quoting it.
+TEST_F(StateFileIoTest, AFileThatIsNotAStateFileIsNeverWrittenOver) {
+  constexpr char kToken[] = "Tk9-typo-token-never-overwritten-2f7e\n";
+  std::ofstream(path_) << kToken;
+  std::vector<std::string> skipped;
+  std::vector<std::string> saved;  // state_saved, state_save_failed
+  FakeClock clock;
+  Registry registry(Policies(), &clock, 42);
+  {
+    CapturedLog log;
+    StateKeeper keeper(&registry, path_, absl::Minutes(10));
+    ASSERT_TRUE(registry.ForceOpen("search/api").ok());
+    keeper.Persist();
+    keeper.SaveFinal();
+    EXPECT_FALSE(keeper.saving());
+    EXPECT_EQ(keeper.save_failures(), 0u);
+    skipped = log.With("\"state_file_skipped\"");
+    saved = log.With("\"state_save");
+  }
+
+  EXPECT_EQ(ReadAll(path_), kToken);
+  EXPECT_THAT(ListDir(dir_), ::testing::ElementsAre("breakerd.state"));
+  ASSERT_EQ(skipped.size(), 1u);
+  const std::string& line = skipped[0];
+  EXPECT_THAT(line, HasSubstr("\"level\":\"error\""));
+  EXPECT_THAT(line, HasSubstr(path_));
+  EXPECT_THAT(line, HasSubstr("will not save state there"));
+  EXPECT_THAT(line, Not(HasSubstr("Tk9"))) << line;
+  EXPECT_THAT(line, Not(HasSubstr("never-overwritten"))) << line;
+  EXPECT_THAT(saved, ::testing::IsEmpty());
+}
+
+// An empty file, and a state file that does not parse, are taken over:
+// skipped at start, then written.
+TEST_F(StateFileIoTest, AnEmptyOrCorruptStateFileIsTakenOver) {
+  for (const char* text : {"", "breakerd-state 1\ndep/a opne 0 0\n"}) {
+    std::ofstream(path_) << text;
+    FakeClock clock;
+    Registry registry(Policies(), &clock, 42);
+    StateKeeper keeper(&registry, path_, absl::Minutes(10));
+    EXPECT_TRUE(keeper.saving()) << text;
+    ASSERT_TRUE(registry.ForceOpen("search/api").ok());
+    keeper.SaveFinal();
+    EXPECT_EQ(ReadAll(path_),
+              FormatState({Saved("search/api", State::kForcedOpen, 0, 0)}))
+        << text;
+  }
 }
 
 }  // namespace

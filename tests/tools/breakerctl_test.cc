@@ -533,17 +533,43 @@ TEST(BreakerctlHashLabelTest, PrintsTheLabelBreakerdExportsForEachName) {
     EXPECT_FALSE(absl::StrContains(metrics, name_label.first));
   }
 
-  // No name, or a name breakerd would refuse: usage errors.
-  int id = 1;
-  for (const std::vector<std::string>& args :
-       std::vector<std::vector<std::string>>{{"hash-label"},
-                                             {"hash-label", "ok", "not ok"}}) {
-    CtlProcess bad(proc.dir(), id++);
-    ASSERT_TRUE(bad.Start(args));
-    EXPECT_EQ(bad.Wait(kCtlTimeout), 2) << bad.command();
-    EXPECT_EQ(bad.out(), "") << bad.command();
-    EXPECT_TRUE(absl::StartsWith(bad.err(), "breakerctl: ")) << bad.err();
-  }
+  // No name: a usage error.
+  CtlProcess bad(proc.dir(), 1);
+  ASSERT_TRUE(bad.Start({"hash-label"}));
+  EXPECT_EQ(bad.Wait(kCtlTimeout), 2) << bad.command();
+  EXPECT_EQ(bad.out(), "") << bad.command();
+  EXPECT_TRUE(absl::StartsWith(bad.err(), "breakerctl: ")) << bad.err();
+}
+
+// Names breakerd would refuse among valid ones: every valid name still gets
+// its label, in order; each refused one gets an error naming its position
+// and showing it escaped (short); the exit code is 2.
+TEST(BreakerctlHashLabelTest, ARefusedNameIsNamedAndTheOthersStillPrinted) {
+  BreakerdProcess files;  // only for its temporary directory
+  CtlProcess ctl(files.dir(), 0);
+  const std::string long_name = "x " + std::string(100, 'y');
+  ASSERT_TRUE(ctl.Start({"hash-label", "db/main", "bad name!", "dep-00001",
+                         "tab\there", long_name}));
+  EXPECT_EQ(ctl.Wait(kCtlTimeout), 2) << ctl.err();
+  EXPECT_EQ(ctl.out(),
+            "db/main\thce95f71b99df0621\ndep-00001\thd11142d798415fc0\n");
+  const std::vector<std::string> errors =
+      absl::StrSplit(ctl.err(), '\n', absl::SkipEmpty());
+  ASSERT_EQ(errors.size(), 3u) << ctl.err();
+  EXPECT_TRUE(absl::StartsWith(
+      errors[0],
+      "breakerctl: hash-label: argument 2 \"bad name!\": byte 3 "
+      "(0x20) is not allowed"))
+      << errors[0];
+  EXPECT_TRUE(absl::StartsWith(
+      errors[1],
+      "breakerctl: hash-label: argument 4 \"tab\\there\": byte 3 "
+      "(0x09) is not allowed"))
+      << errors[1];
+  EXPECT_TRUE(absl::StartsWith(
+      errors[2], absl::StrCat("breakerctl: hash-label: argument 5 \"x ",
+                              std::string(30, 'y'), "\"...: ")))
+      << errors[2];
 }
 
 // simulate needs no server: the temporary directory of an unstarted

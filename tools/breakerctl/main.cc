@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -94,7 +95,9 @@ Commands:
                        have refused
   hash-label NAME...   for each dependency NAME, the label /metrics shows for
                        it under breakerd --metrics-dependency-label=hash, as
-                       "NAME<TAB>LABEL" (local: no breakerd needed)
+                       "NAME<TAB>LABEL" (local: no breakerd needed); a NAME
+                       breakerd would refuse is an error naming it, the
+                       others are still printed, and the exit code is 2
 The admin commands (force-open, force-close, reset) need --token or
 --token-file.
 
@@ -337,6 +340,33 @@ int Admin(v1::Admin::Stub* stub, const std::string& command,
   return Print(response.status(), FormatStatus);
 }
 
+// An argument for an error message: escaped (it may hold control bytes),
+// and cut short if long.
+std::string QuoteArgument(absl::string_view arg) {
+  constexpr size_t kMaxShown = 32;
+  return absl::StrCat("\"", absl::CHexEscape(arg.substr(0, kMaxShown)),
+                      arg.size() > kMaxShown ? "\"..." : "\"");
+}
+
+// hash-label: "NAME<TAB>LABEL" for each valid name, in order; an error
+// naming each name breakerd would refuse (it has no breaker, hence no
+// label) by its position. kExitUsage if any was refused.
+int RunHashLabel(const std::vector<std::string>& names) {
+  int exit_code = kExitOk;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    const std::string argument =
+        absl::StrCat("hash-label: argument ", i + 1, " ", QuoteArgument(name));
+    if (absl::Status s = ValidateDependency(name, argument); !s.ok()) {
+      std::cout.flush();  // keep the lines in order on a shared terminal
+      exit_code = UsageError(s.message());
+      continue;
+    }
+    std::cout << name << "\t" << HashedDependencyLabel(name) << "\n";
+  }
+  return exit_code;
+}
+
 int Run(int argc, char** argv) {
   absl::StatusOr<Args> parsed = ParseArgs(argc, argv);
   if (!parsed.ok()) return UsageError(parsed.status().message());
@@ -356,16 +386,7 @@ int Run(int argc, char** argv) {
 
   if (command == "hash-label") {
     if (rest.empty()) return UsageError("hash-label needs at least one NAME");
-    // A name breakerd would refuse has no breaker, hence no label.
-    for (const std::string& name : rest) {
-      if (absl::Status s = ValidateDependency(name, "NAME"); !s.ok()) {
-        return UsageError(s.message());
-      }
-    }
-    for (const std::string& name : rest) {
-      std::cout << name << "\t" << HashedDependencyLabel(name) << "\n";
-    }
-    return kExitOk;
+    return RunHashLabel(rest);
   }
 
   if (command == "simulate") {
