@@ -59,17 +59,23 @@ constexpr absl::Duration kMaxExternalOpen = absl::Hours(24 * 365);
 
 std::string EntryText(const SavedBreaker& b) {
   return absl::StrCat(b.dependency, " ", StateName(b.state), " ",
-                      b.open_until_unix_ms, " ", b.escalation_level);
+                      b.open_until_unix_ms, " ", b.escalation_level, " ",
+                      b.decided_unix_ms);
 }
 
-// The input with leading zeros dropped from the two numbers of each entry
-// line: what FormatState writes for the same entries.
+// What FormatState writes for the same entries: the input in version 2,
+// with leading zeros dropped from the numbers of each entry line (a
+// version 1 input gains the header of version 2 and a decision time of 0
+// on each line).
 std::string Canonical(absl::string_view text) {
   std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  const bool version1 = !lines.empty() && lines[0] == kStateFileHeaderV1;
+  if (version1) lines[0] = std::string(kStateFileHeader);
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string> fields = absl::StrSplit(lines[i], ' ');
-    if (fields.size() != 4) continue;
-    for (size_t f = 2; f < 4; ++f) {
+    if (fields.size() != (version1 ? 4u : 5u)) continue;
+    if (version1) fields.push_back("0");
+    for (size_t f = 2; f < 5; ++f) {
       const size_t nz = fields[f].find_first_not_of('0');
       fields[f] = nz == std::string::npos ? "0" : fields[f].substr(nz);
     }
@@ -93,6 +99,10 @@ void CheckEntries(const std::vector<SavedBreaker>& entries, size_t lines) {
                    b.open_until_unix_ms <= kMaxSavedUnixMillis,
                what);
     FUZZ_CHECK(b.state == State::kOpen || b.open_until_unix_ms == 0, what);
+    FUZZ_CHECK(b.decided_unix_ms >= 0 &&
+                   b.decided_unix_ms <= kMaxSavedUnixMillis &&
+                   (b.state != State::kOpen || b.decided_unix_ms == 0),
+               what);
     FUZZ_CHECK(b.escalation_level <= kMaxSavedEscalation, what);
   }
 }
@@ -122,7 +132,11 @@ void CheckRestore(const std::vector<SavedBreaker>& entries) {
   std::vector<SavedBreaker> want;
   for (const SavedBreaker& b : entries) {
     if (b.state != State::kOpen) {
-      want.push_back(b);
+      // The decision time is the fleet's to keep (FleetSync::DecidedAt):
+      // without a fleet none is written back.
+      SavedBreaker w = b;
+      w.decided_unix_ms = 0;
+      want.push_back(w);
     } else if (now_wall - absl::FromUnixMillis(b.open_until_unix_ms) <=
                kStaleAfter) {
       SavedBreaker w = b;

@@ -120,11 +120,21 @@ absl::Status ServerRunner::Start() {
   }
   if (absl::Status s = admin_token_.Load(); !s.ok()) return s;
   if (absl::Status s = LoadConfig(); !s.ok()) return s;
+  // The fleet first (not started): it sees the overrides the state file
+  // brings back, and gives the saver each override's decision time.
+  if (absl::Status s = CreateFleet(); !s.ok()) return s;
   if (!options_.state_file.empty()) {
+    std::function<int64_t(absl::string_view)> decided_at;
+    if (FleetSync* fleet = fleet_.get(); fleet != nullptr) {
+      decided_at = [fleet](absl::string_view dep) {
+        return fleet->DecidedAt(dep);
+      };
+    }
     state_ = std::make_unique<StateKeeper>(registry_.get(), options_.state_file,
-                                           options_.state_stale_after);
+                                           options_.state_stale_after,
+                                           std::move(decided_at));
   }
-  if (absl::Status s = StartFleet(); !s.ok()) return s;
+  if (fleet_ != nullptr) fleet_->Start();
   if (absl::Status s = StartGrpc(); !s.ok()) return s;
   return StartMetrics();
 }
@@ -159,7 +169,7 @@ void ServerRunner::OnReload(const ReloadEvent& e) {
   if (e.ok) SaveLastGoodConfig(options_.state_file, e.content);
 }
 
-absl::Status ServerRunner::StartFleet() {
+absl::Status ServerRunner::CreateFleet() {
   if (options_.redis.empty()) return absl::OkStatus();
   absl::StatusOr<RedisOptions> redis = FleetRedisOptions(options_);
   if (!redis.ok()) return redis.status();
@@ -190,7 +200,6 @@ absl::Status ServerRunner::StartFleet() {
       std::move(fleet));
   registry_->SetProbeArbiter(fleet_.get());
   registry_->AddObserver(fleet_.get());
-  fleet_->Start();
   return absl::OkStatus();
 }
 

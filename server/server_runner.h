@@ -104,9 +104,9 @@ class ServerRunner {
   absl::Status LoadConfig();
   // After each reload attempt: breakerd_config_valid, the last good config.
   void OnReload(const ReloadEvent& e);
-  // Fleet mode (--redis): the store's thread starts connecting; serving
-  // does not wait for it.
-  absl::Status StartFleet();
+  // Fleet mode (--redis): FleetSync built and wired to the registry (Start
+  // then starts its thread, which connects; serving does not wait for it).
+  absl::Status CreateFleet();
   absl::Status StartGrpc();
   absl::Status StartMetrics();
   void LogServing() const;

@@ -163,6 +163,12 @@ void FleetSync::RecordDecision(const std::string& dependency,
   decisions_.erase(oldest);
 }
 
+int64_t FleetSync::DecidedAt(absl::string_view dependency) const {
+  MutexLock lock(&mu_);
+  auto it = decisions_.find(dependency);
+  return it == decisions_.end() ? 0 : it->second.unix_ms;
+}
+
 FleetCounters FleetSync::counters() const {
   MutexLock lock(&mu_);
   return counters_;

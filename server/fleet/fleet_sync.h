@@ -131,6 +131,10 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   // heartbeat; 0 while the store is unreachable (breakerd_fleet_members).
   uint64_t members() const { return members_.load(std::memory_order_relaxed); }
   FleetCounters counters() const;
+  // When the newest operator decision known for `dependency` was made, by
+  // the fleet's clock (Unix ms); 0 if none is known (the state file keeps
+  // it beside a forced state).
+  int64_t DecidedAt(absl::string_view dependency) const;
   // How many dependencies' last versions are remembered (at most
   // max_tracked_versions). REQUIRES: the thread is not running (tests).
   size_t tracked_versions() const { return last_version_.size(); }

@@ -143,11 +143,13 @@ std::string DirectoryOf(const std::string& path) {
 bool SavedBreaker::operator==(const SavedBreaker& other) const {
   return dependency == other.dependency && state == other.state &&
          open_until_unix_ms == other.open_until_unix_ms &&
-         escalation_level == other.escalation_level;
+         escalation_level == other.escalation_level &&
+         decided_unix_ms == other.decided_unix_ms;
 }
 
-std::vector<SavedBreaker> CollectState(const Registry& registry,
-                                       absl::Time now_wall) {
+std::vector<SavedBreaker> CollectState(
+    const Registry& registry, absl::Time now_wall,
+    const std::function<int64_t(absl::string_view)>& decided_at) {
   std::vector<SavedBreaker> out;
   registry.ForEach([&](const BreakerSnapshot& s) {
     SavedBreaker b;
@@ -163,6 +165,10 @@ std::vector<SavedBreaker> CollectState(const Registry& registry,
       case State::kForcedOpen:
       case State::kForcedClosed:
         b.state = s.state;
+        if (decided_at) {
+          b.decided_unix_ms = std::clamp<int64_t>(decided_at(s.dependency), 0,
+                                                  kMaxSavedUnixMillis);
+        }
         break;
     }
     b.dependency = s.dependency;
@@ -183,9 +189,10 @@ std::string FormatState(absl::Span<const SavedBreaker> breakers) {
   for (const SavedBreaker& b : breakers) {
     const absl::string_view name = SavedStateName(b.state);
     if (name.empty()) continue;
-    const int64_t open_until = name == kOpenName ? b.open_until_unix_ms : 0;
-    absl::StrAppend(&out, b.dependency, " ", name, " ", open_until, " ",
-                    b.escalation_level, "\n");
+    const bool open = name == kOpenName;
+    absl::StrAppend(&out, b.dependency, " ", name, " ",
+                    open ? b.open_until_unix_ms : 0, " ", b.escalation_level,
+                    " ", open ? 0 : b.decided_unix_ms, "\n");
   }
   return out;
 }
@@ -209,6 +216,7 @@ absl::StatusOr<std::vector<SavedBreaker>> ParseState(absl::string_view text) {
   absl::flat_hash_map<absl::string_view, size_t> seen;
   seen.reserve(newlines);
   size_t line_no = 0;
+  bool version1 = false;  // four fields, no decision time
   while (!text.empty()) {
     ++line_no;
     const size_t end = text.find('\n');
@@ -221,14 +229,19 @@ absl::StatusOr<std::vector<SavedBreaker>> ParseState(absl::string_view text) {
 
     if (line_no == 1) {
       if (line == kStateFileHeader) continue;
+      if (line == kStateFileHeaderV1) {
+        version1 = true;
+        continue;
+      }
       // Only a version made of digits is quoted: a first line that is not
       // a state file's header may be a secret named by mistake (the token
       // file), and an error message goes to the log.
       if (const std::optional<absl::string_view> version = HeaderVersion(line);
           version.has_value()) {
-        return LineError(1, absl::StrCat("header: unsupported version \"",
-                                         *version, "\"; this breakerd reads \"",
-                                         kStateFileHeader, "\""));
+        return LineError(
+            1, absl::StrCat("header: unsupported version \"", *version,
+                            "\"; this breakerd reads \"", kStateFileHeader,
+                            "\" and \"", kStateFileHeaderV1, "\""));
       }
       return LineError(
           1, absl::StrCat("header: must be \"", kStateFileHeader,
@@ -238,11 +251,14 @@ absl::StatusOr<std::vector<SavedBreaker>> ParseState(absl::string_view text) {
 
     if (line.empty()) return LineError(line_no, "empty line");
     const std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
-    if (fields.size() != 4) {
+    const size_t want = version1 ? 4 : 5;
+    if (fields.size() != want) {
       return LineError(
           line_no,
-          absl::StrCat("must have 4 fields separated by single spaces "
-                       "(dependency state open_until_unix_ms escalation), got ",
+          absl::StrCat("must have ", want,
+                       " fields separated by single spaces (dependency state "
+                       "open_until_unix_ms escalation",
+                       version1 ? "" : " decided_unix_ms", "), got ",
                        fields.size()));
     }
     SavedBreaker b;
@@ -277,6 +293,21 @@ absl::StatusOr<std::vector<SavedBreaker>> ParseState(absl::string_view text) {
           absl::StrCat("escalation: must be an integer 0..",
                        kMaxSavedEscalation, " (got ", Quote(fields[3]), ")"));
     }
+    std::optional<uint64_t> decided = 0;
+    if (!version1) {
+      decided = ParseDecimal(fields[4], kMaxSavedUnixMillis);
+      if (!decided.has_value()) {
+        return LineError(
+            line_no,
+            absl::StrCat("decided_unix_ms: must be an integer 0..",
+                         kMaxSavedUnixMillis, " (got ", Quote(fields[4]), ")"));
+      }
+      if (*state == State::kOpen && *decided != 0) {
+        return LineError(
+            line_no, absl::StrCat("decided_unix_ms: must be 0 for open (got ",
+                                  Quote(fields[4]), ")"));
+      }
+    }
     const auto [it, inserted] = seen.emplace(fields[0], line_no);
     if (!inserted) {
       return LineError(line_no,
@@ -287,6 +318,7 @@ absl::StatusOr<std::vector<SavedBreaker>> ParseState(absl::string_view text) {
     b.state = *state;
     b.open_until_unix_ms = static_cast<int64_t>(*open_until);
     b.escalation_level = static_cast<uint32_t>(*escalation);
+    b.decided_unix_ms = static_cast<int64_t>(*decided);
     out.push_back(std::move(b));
   }
   return out;
@@ -423,6 +455,7 @@ RestoreStats RestoreState(Registry* registry,
         external.kind = b.state == State::kForcedOpen
                             ? ExternalState::Kind::kForcedOpen
                             : ExternalState::Kind::kForcedClosed;
+        external.decided_unix_ms = b.decided_unix_ms;
         if (!registry
                  ->ApplyExternal(b.dependency, external,
                                  TransitionReason::kRestored)

@@ -7,13 +7,17 @@
 //
 // The file is text, one breaker per line after a versioned header:
 //
-//   breakerd-state 1
-//   <dependency> <state> <open_until_unix_ms> <escalation>
+//   breakerd-state 2
+//   <dependency> <state> <open_until_unix_ms> <escalation> <decided_unix_ms>
 //
 // <state> is "open", "forced_open" or "forced_closed"; <open_until_unix_ms>
 // is the wall-clock end of the cooldown (milliseconds since the Unix epoch,
 // 0 for the forced states); <escalation> is the number of cooldown doublings
-// so far, 0..kMaxSavedEscalation. Fields are separated by single spaces and
+// so far, 0..kMaxSavedEscalation; <decided_unix_ms>, for a forced state in
+// fleet mode, is when the operator decided it by the fleet's clock (0:
+// unknown, and always 0 for open), so that after a restart the newest
+// decision still wins fleet-wide. Version 1 files (four fields, no
+// decision time) are read too. Fields are separated by single spaces and
 // every line, the last included, ends in '\n'. Wall-clock time is used
 // because the monotonic clock does not survive a restart.
 //
@@ -25,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,7 +44,9 @@
 namespace breakerd {
 
 // The header line, without its '\n'.
-inline constexpr absl::string_view kStateFileHeader = "breakerd-state 1";
+inline constexpr absl::string_view kStateFileHeader = "breakerd-state 2";
+// The header of version 1 (read, never written).
+inline constexpr absl::string_view kStateFileHeaderV1 = "breakerd-state 1";
 // A state file (or text) larger than this, or with more lines, is refused
 // unread, and WriteStateFile refuses to write one.
 inline constexpr size_t kMaxStateFileBytes = size_t{64} << 20;  // 64 MiB
@@ -63,6 +70,9 @@ struct SavedBreaker {
   int64_t open_until_unix_ms = 0;
   // Cooldown doublings so far (kept beneath a forced state too).
   uint32_t escalation_level = 0;
+  // Forced states: when the operator decided it, by the fleet's clock (Unix
+  // ms); 0 if unknown (no fleet, or a version 1 file).
+  int64_t decided_unix_ms = 0;
 
   bool operator==(const SavedBreaker& other) const;
 };
@@ -72,8 +82,11 @@ struct SavedBreaker {
 // retry_after rounded up to the millisecond (never shorter than the
 // cooldown left), forced open, forced closed. Escalation above
 // kMaxSavedEscalation is clamped.
-std::vector<SavedBreaker> CollectState(const Registry& registry,
-                                       absl::Time now_wall);
+// `decided_at`, if set, gives a forced breaker's decided_unix_ms (fleet
+// mode: FleetSync::DecidedAt).
+std::vector<SavedBreaker> CollectState(
+    const Registry& registry, absl::Time now_wall,
+    const std::function<int64_t(absl::string_view)>& decided_at = nullptr);
 
 // The file's text: the header line, then one line per breaker in the given
 // order.
@@ -82,7 +95,8 @@ std::string FormatState(absl::Span<const SavedBreaker> breakers);
 // Parses the text of a state file, strictly: nothing is returned unless
 // every line is valid. INVALID_ARGUMENT naming the line, the field and the
 // rule (e.g. "line 3: escalation: must be an integer 0..64") for a missing
-// or unsupported header, a line without exactly 4 space-separated fields, a
+// or unsupported header, a line without exactly 5 (version 1: 4)
+// space-separated fields, a
 // bad dependency name, an unknown state, an out-of-range number, a
 // dependency seen twice, a missing final newline, or text over
 // kMaxStateFileBytes / kMaxStateFileLines.

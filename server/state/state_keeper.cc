@@ -11,8 +11,10 @@
 namespace breakerd {
 
 StateKeeper::StateKeeper(Registry* registry, std::string path,
-                         absl::Duration stale_after)
-    : path_(path), saver_(registry, std::move(path)) {
+                         absl::Duration stale_after,
+                         std::function<int64_t(absl::string_view)> decided_at)
+    : path_(path),
+      saver_(registry, std::move(path), &absl::Now, std::move(decided_at)) {
   Restore(registry, stale_after);
   if (!saving_) return;
   registry->AddObserver(&saver_);

@@ -47,8 +47,9 @@ class StateKeeper {
   // Restores `registry` from the file at `path` (entries whose cooldown
   // ended longer than `stale_after` ago are skipped), registers the saver as
   // an observer of `registry`, and writes the file once. REQUIRES: registry
-  // outlives the keeper; path non-empty.
-  StateKeeper(Registry* registry, std::string path, absl::Duration stale_after);
+  // outlives the keeper; path non-empty. `decided_at`: as StateSaver's.
+  StateKeeper(Registry* registry, std::string path, absl::Duration stale_after,
+              std::function<int64_t(absl::string_view)> decided_at = nullptr);
 
   StateKeeper(const StateKeeper&) = delete;
   StateKeeper& operator=(const StateKeeper&) = delete;

@@ -8,10 +8,12 @@
 namespace breakerd {
 
 StateSaver::StateSaver(const Registry* registry, std::string path,
-                       std::function<absl::Time()> wall_now)
+                       std::function<absl::Time()> wall_now,
+                       std::function<int64_t(absl::string_view)> decided_at)
     : registry_(registry),
       path_(std::move(path)),
-      wall_now_(std::move(wall_now)) {}
+      wall_now_(std::move(wall_now)),
+      decided_at_(std::move(decided_at)) {}
 
 void StateSaver::OnTransition(const Transition& t) {
   switch (t.reason) {
@@ -39,7 +41,7 @@ absl::StatusOr<size_t> StateSaver::WriteLocked() {
   // marks it stale again, so it is never lost.
   stale_.store(false, std::memory_order_release);
   const std::vector<SavedBreaker> breakers =
-      CollectState(*registry_, wall_now_());
+      CollectState(*registry_, wall_now_(), decided_at_);
   if (absl::Status s = WriteStateFile(path_, breakers); !s.ok()) {
     stale_.store(true, std::memory_order_release);
     return s;

@@ -33,8 +33,11 @@ class StateSaver final : public TransitionObserver {
  public:
   // REQUIRES: registry non-null and outlives the saver; `path` non-empty.
   // `wall_now`: the wall clock cooldown ends are written in.
+  // `decided_at` (fleet mode): a forced breaker's decision time by the
+  // fleet's clock, written beside it (CollectState).
   StateSaver(const Registry* registry, std::string path,
-             std::function<absl::Time()> wall_now = &absl::Now);
+             std::function<absl::Time()> wall_now = &absl::Now,
+             std::function<int64_t(absl::string_view)> decided_at = nullptr);
 
   StateSaver(const StateSaver&) = delete;
   StateSaver& operator=(const StateSaver&) = delete;
@@ -59,6 +62,7 @@ class StateSaver final : public TransitionObserver {
   const Registry* const registry_;
   const std::string path_;
   const std::function<absl::Time()> wall_now_;
+  const std::function<int64_t(absl::string_view)> decided_at_;
 
   std::atomic<bool> stale_{false};
   // WriteStateFile uses one temporary name per path and process.

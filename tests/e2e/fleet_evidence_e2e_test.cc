@@ -4,6 +4,7 @@
 // the upstream's Retry-After holds everywhere. The fleet's clock is Redis's:
 // a sidecar whose clock is a minute off (libfaketime, from Debian's
 // faketime package) still ends a cooldown with the others.
+#include <signal.h>
 #include <unistd.h>
 
 #include <array>
@@ -229,6 +230,76 @@ TEST_F(FleetEvidenceTest, AnUpstreamsRetryAfterOpensEverySidecarUntilThatTime) {
   EXPECT_TRUE(AllIn(dep, v1::STATE_OPEN)) << "not held until the Retry-After";
   EXPECT_TRUE(WaitUntil([&] { return AllIn(dep, v1::STATE_HALF_OPEN); },
                         absl::Seconds(3)));
+}
+
+// The operator's newest decision wins on every pod. The sequence:
+// ForceOpen through A (B follows), SIGTERM A (its state file keeps
+// forced_open), Reset through B, restart A. A used to come back
+// FORCED_OPEN and refuse everything while B was closed.
+TEST_F(FleetEvidenceTest, AResetMadeWhileAPodWasDownWinsWhenItComesBack) {
+  const std::string token = scratch_.WriteFile("admin-token", kFleetAdminToken);
+  const std::vector<std::string> a_flags = {
+      "--admin-token-file=" + token,
+      "--state-file=" + scratch_.dir() + "/a.state",
+      "--fleet-sync-interval=50ms"};
+  StartSidecar(a_flags, kEvidenceConfig);
+  StartSidecar({"--admin-token-file=" + token, "--fleet-sync-interval=50ms"},
+               kEvidenceConfig);
+  const std::string dep = "override/dep";
+  v1::AdminResponse response;
+  ASSERT_TRUE(ForceOpen(sidecars_[0].get(), dep, &response).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return StateOf(stubs_[1].get(), dep) == v1::STATE_FORCED_OPEN; }));
+  ASSERT_TRUE(sidecars_[0]->Signal(SIGTERM));
+  ASSERT_EQ(sidecars_[0]->WaitExit(kWait), 0);
+  absl::SleepFor(absl::Milliseconds(50));  // a later decision, by any clock
+  ASSERT_TRUE(ResetBreaker(sidecars_[1].get(), dep).ok());
+  ASSERT_EQ(StateOf(stubs_[1].get(), dep), v1::STATE_CLOSED);
+
+  StartSidecar(a_flags, kEvidenceConfig);  // A again, as sidecar 2
+  EXPECT_TRUE(WaitUntil([&] {
+    return StateOf(stubs_[2].get(), dep) == v1::STATE_CLOSED;
+  })) << "A came back "
+      << v1::State_Name(StateOf(stubs_[2].get(), dep));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(StateOf(stubs_[2].get(), dep), v1::STATE_CLOSED);
+  EXPECT_EQ(StateOf(stubs_[1].get(), dep), v1::STATE_CLOSED);
+  Acquired a = Acquire(stubs_[2].get(), dep);
+  EXPECT_TRUE(a.status.ok() && a.response.allowed());
+}
+
+// The same with the Reset made while Redis was away: B used to take the
+// stored ForceOpen back when Redis returned.
+TEST_F(FleetEvidenceTest, AResetMadeWhileRedisWasAwayWinsWhenItReturns) {
+  const std::string token = scratch_.WriteFile("admin-token", kFleetAdminToken);
+  for (int i = 0; i < 2; ++i) {
+    StartSidecar({"--admin-token-file=" + token, "--fleet-sync-interval=50ms"},
+                 kEvidenceConfig);
+  }
+  const std::string dep = "override/away";
+  v1::AdminResponse response;
+  ASSERT_TRUE(ForceOpen(sidecars_[0].get(), dep, &response).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return StateOf(stubs_[1].get(), dep) == v1::STATE_FORCED_OPEN; }));
+  redis_->Kill();
+  for (auto& p : sidecars_) {
+    BreakerdProcess* proc = p.get();
+    ASSERT_TRUE(WaitUntil([proc] { return FleetConnected(proc) == 0; }));
+  }
+  ASSERT_TRUE(ResetBreaker(sidecars_[1].get(), dep).ok());
+  ASSERT_TRUE(redis_->Start(redis_->port()));
+  for (auto& p : sidecars_) {
+    BreakerdProcess* proc = p.get();
+    ASSERT_TRUE(WaitUntil([proc] { return FleetConnected(proc) == 1; }));
+  }
+  // A hears B's newer Reset; B does not take the stored ForceOpen back.
+  EXPECT_TRUE(WaitUntil([&] {
+    return StateOf(stubs_[0].get(), dep) == v1::STATE_CLOSED;
+  })) << "A stayed "
+      << v1::State_Name(StateOf(stubs_[0].get(), dep));
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(StateOf(stubs_[1].get(), dep), v1::STATE_CLOSED);
+  EXPECT_EQ(StateOf(stubs_[0].get(), dep), v1::STATE_CLOSED);
 }
 
 bool Sanitized() {

@@ -5,7 +5,10 @@
 // PromQL expression of deploy/grafana/breakerd.json (template variables
 // substituted) and of deploy/prometheus/breakerd-rules.yaml (if present)
 // through Prometheus's HTTP API. Every metric name those expressions use
-// must exist in a real scrape of breakerd.
+// must exist in a real scrape of breakerd. The scraped breakerd runs in
+// fleet mode on a real redis-server with a second sidecar beside it, so the
+// fleet series are real too (members 2, fleet windows read back, and one
+// open that the fleet never confirmed, ended by its probe).
 //
 // Every wait is bounded and polls; nothing sleeps a fixed time and assumes.
 #include <fcntl.h>
@@ -53,6 +56,7 @@ namespace {
 namespace v1 = ::breakerd::v1;
 
 constexpr char kPrometheusBinary[] = "/usr/bin/prometheus";
+constexpr char kRedisBinary[] = "/usr/bin/redis-server";
 constexpr char kDashboardPath[] =
     BREAKERD_SOURCE_DIR "/deploy/grafana/breakerd.json";
 constexpr char kRulesPath[] =
@@ -62,12 +66,17 @@ constexpr char kRulesPath[] =
 // whole test) and the one that stays closed.
 constexpr char kTripped[] = "llm/tripped";
 constexpr char kHealthy[] = "db/healthy";
+// Opens on the scraped sidecar only (the other one calls it successfully),
+// so the fleet never confirms it; its probe succeeds after a 1 s cooldown
+// and the episode is counted in breakerd_fleet_unconfirmed_opens_total.
+constexpr char kAlone[] = "pod/alone";
 
 // Dashboard expressions that may legitimately return no data in this
 // scenario: only parsing (status "success") is asserted for them. Keyed by a
 // substring of the expression, with the reason. Empty today: the summary
 // stats end in `or vector(0)`, and the scenario produces every other series
-// (open breaker, rejections, retries, an auth error, latencies).
+// (open breaker, rejections, retries, an auth error, latencies, and the
+// fleet's members, windows, events and an unconfirmed open).
 const std::map<std::string, std::string>& MayBeEmpty() {
   static const auto* m = new std::map<std::string, std::string>{};
   return *m;
@@ -102,6 +111,61 @@ int FreePort() {
   ::close(fd);
   return port;
 }
+
+// A real redis-server (Debian's redis-server) on a free loopback port,
+// without persistence, killed by the destructor: the fleet's store. (The
+// fleet tests' RedisServer in fleet_harness.h does more; this test does not
+// link that harness.)
+class RedisChild {
+ public:
+  explicit RedisChild(std::string dir) : dir_(std::move(dir)) {}
+  ~RedisChild() { Stop(); }
+
+  ::testing::AssertionResult Start() {
+    port_ = FreePort();
+    if (port_ <= 0) return ::testing::AssertionFailure() << "no free port";
+    const std::string log = dir_ + "/redis.log";
+    const int rc = SpawnLogged(
+        {kRedisBinary, "--port", std::to_string(port_), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no", "--dir", dir_},
+        log, &pid_);
+    if (rc != 0) {
+      return ::testing::AssertionFailure()
+             << "posix_spawn " << kRedisBinary << ": " << std::strerror(rc);
+    }
+    if (!WaitUntil([this] { return Ping(); })) {
+      return ::testing::AssertionFailure()
+             << "redis-server did not answer PING:\n"
+             << ReadFileOrEmpty(log);
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  bool Ping() const {
+    const int fd = ConnectLoopback(port_, absl::Seconds(1));
+    if (fd < 0) return false;
+    char buf[16] = {};
+    const bool ok = ::write(fd, "PING\r\n", 6) == 6 &&
+                    ::read(fd, buf, sizeof(buf) - 1) > 0 &&
+                    std::string(buf) == "+PONG\r\n";
+    ::close(fd);
+    return ok;
+  }
+
+  std::string dir_;
+  int port_ = -1;
+  pid_t pid_ = -1;
+};
 
 std::string UrlEncode(absl::string_view s) {
   static const char kHex[] = "0123456789ABCDEF";
@@ -232,7 +296,7 @@ size_t ResultSize(const YAML::Node& answer) {
 }
 
 // Substitutes Grafana template variables the way the dashboard would with
-// "All" namespaces and pods and the two test dependencies selected.
+// "All" namespaces and pods and the three test dependencies selected.
 std::string SubstituteVariables(const std::string& expr) {
   static const std::regex kVar(R"(\$\{?(\w+)(?::\w+)?\}?)");
   std::string out;
@@ -245,7 +309,7 @@ std::string SubstituteVariables(const std::string& expr) {
     if (name == "namespace" || name == "pod") {
       out += ".*";  // The variables' allValue.
     } else if (name == "dependency") {
-      out += absl::StrCat("(", kTripped, "|", kHealthy, ")");
+      out += absl::StrCat("(", kTripped, "|", kHealthy, "|", kAlone, ")");
     } else if (name == "__rate_interval" || name == "__interval" ||
                name == "__range") {
       out += "1m";
@@ -439,21 +503,57 @@ TEST(GrafanaDashboardTest, StructureAndDatasourceVariable) {
       EXPECT_EQ(t["datasource"]["uid"].as<std::string>(""), "${datasource}")
           << title;
       const std::string expr = t["expr"].as<std::string>("");
-      // Per-breaker series filter on all three; breakerd_breakers has no
-      // dependency label.
+      // Per-breaker series filter on all three; the per-process families
+      // have no dependency label.
       for (const char* var : {"$namespace", "$pod"}) {
         EXPECT_TRUE(absl::StrContains(expr, var)) << title << ": " << expr;
       }
-      if (!absl::StrContains(expr, "breakerd_breakers")) {
+      bool per_process = false;
+      for (const char* name : {"breakerd_breakers", "breakerd_fleet_members",
+                               "breakerd_fleet_events_total"}) {
+        if (MetricNames(expr).count(name)) per_process = true;
+      }
+      if (!per_process) {
         EXPECT_TRUE(absl::StrContains(expr, "$dependency"))
             << title << ": " << expr;
       }
     }
   });
   EXPECT_TRUE(repeated_row);
-  EXPECT_GE(panels, 12);
+  EXPECT_GE(panels, 16);
   EXPECT_TRUE(types.count("state-timeline"));
   EXPECT_TRUE(types.count("stat"));
+
+  // The Fleet row (issue 16): after a row whose title starts with "Fleet",
+  // panels for the members, the unconfirmed opens by pod, the fleet events,
+  // and one panel comparing the fleet's failure rate with each pod's own.
+  std::set<std::string> fleet_metrics;
+  bool fleet_vs_local = false;
+  bool in_fleet_row = false;
+  for (const YAML::Node& p : dash["panels"]) {
+    if (p["type"].as<std::string>("") == "row") {
+      in_fleet_row = absl::StartsWith(p["title"].as<std::string>(""), "Fleet");
+      continue;
+    }
+    if (!in_fleet_row || !p["targets"]) continue;
+    std::set<std::string> names;
+    for (const YAML::Node& t : p["targets"]) {
+      names.merge(MetricNames(t["expr"].as<std::string>("")));
+    }
+    if (names.count("breakerd_fleet_failure_rate") &&
+        names.count("breakerd_failure_rate")) {
+      fleet_vs_local = true;
+    }
+    fleet_metrics.insert(names.begin(), names.end());
+  }
+  for (const char* name :
+       {"breakerd_fleet_members", "breakerd_fleet_unconfirmed_opens_total",
+        "breakerd_fleet_events_total", "breakerd_fleet_failure_rate"}) {
+    EXPECT_TRUE(fleet_metrics.count(name)) << "Fleet row lacks " << name;
+  }
+  EXPECT_TRUE(fleet_vs_local)
+      << "no Fleet-row panel with both breakerd_fleet_failure_rate and "
+         "breakerd_failure_rate";
 }
 
 TEST(PrometheusE2eTest, EveryDashboardAndRuleExpressionWorksOnRealScrapes) {
@@ -462,26 +562,50 @@ TEST(PrometheusE2eTest, EveryDashboardAndRuleExpressionWorksOnRealScrapes) {
                  << " is missing (install the Debian package `prometheus`); "
                     "the real-Prometheus end-to-end test cannot run";
   }
+  if (!FileExists(kRedisBinary)) {
+    GTEST_SKIP() << kRedisBinary
+                 << " is missing (install the Debian package `redis-server`); "
+                    "the fleet series the dashboard and rules use need it";
+  }
   const absl::Time test_start = absl::Now();
   const bool have_rules = FileExists(kRulesPath);
 
   BreakerdProcess proc;
-  const std::string config = proc.WriteFile("config.yaml", R"(
+  // Declared after `proc`: killed before proc removes its directory.
+  RedisChild redis(proc.dir());
+  ASSERT_TRUE(redis.Start());
+  // Quorum 2 (the default, spelled out): with two members, an open that
+  // only one sidecar saw stays local and unconfirmed.
+  constexpr char kConfig[] = R"(
 defaults:
   consecutive_failures: 5
   failure_rate: { threshold: 0.5, min_calls: 20, window: 30s }
   cooldown: { base: 300s, max: 300s, jitter: 0 }
   retry_budget: { ratio: 0.1, min_per_second: 1, ttl: 10s }
-)");
+  fleet: { quorum: 2 }
+policies:
+  - match: "pod/*"
+    cooldown: { base: 1s, max: 1s, jitter: 0 }
+)";
+  const std::string config = proc.WriteFile("config.yaml", kConfig);
   // With a state file, as the shipped components run it (its failure
   // counter is exported only then), and in fleet mode (the fleet families
-  // are exported only then) with nothing listening at its Redis: the
-  // breakers work on their own, and the fleet rules see real fleet series
-  // (connected 0, members 0, every event counter).
+  // are exported only then) on a real Redis, with a second sidecar (not
+  // scraped) so that the fleet has two members.
   ASSERT_TRUE(
       proc.Start({"--config=" + config, "--state-file=" + proc.dir() + "/state",
-                  "--redis=127.0.0.1:1"}));
+                  "--redis=" + redis.address()}));
   auto stub = proc.BreakerStub();
+  BreakerdProcess peer;
+  ASSERT_TRUE(peer.Start({"--config=" + peer.WriteFile("config.yaml", kConfig),
+                          "--redis=" + redis.address()}));
+  auto peer_stub = peer.BreakerStub();
+  for (BreakerdProcess* p : {&proc, &peer}) {
+    ASSERT_TRUE(WaitUntil([p] {
+      return Sample(p->Metrics(), "breakerd_fleet_members") == 2;
+    })) << "the two sidecars never saw each other in the fleet:\n"
+        << p->Log();
+  }
 
   // Declared after `proc`: destroyed (stopped) before proc removes the
   // directory holding its TSDB.
@@ -513,6 +637,43 @@ scrape_configs:
   }
   HealthyAndRejectedTraffic(stub.get());
   ASSERT_FALSE(HasFatalFailure());
+
+  // An open the fleet never confirms: kAlone trips on this sidecar (5
+  // timeouts) while the peer calls it successfully; after the 1 s cooldown
+  // this sidecar's probe succeeds and the unconfirmed episode is counted.
+  for (int i = 0; i < 5; ++i) {
+    v1::AcquireResponse a = Acquire(stub.get(), kAlone);
+    ASSERT_TRUE(a.allowed()) << a.DebugString();
+    Report(stub.get(), kAlone, a.permit(), v1::OUTCOME_TIMEOUT, 1000);
+  }
+  for (int i = 0; i < 3; ++i) {
+    v1::AcquireResponse a = Acquire(peer_stub.get(), kAlone);
+    ASSERT_TRUE(a.allowed())
+        << "the peer must not follow a lone open: " << a.DebugString();
+    Report(peer_stub.get(), kAlone, a.permit(), v1::OUTCOME_SUCCESS, 20);
+  }
+  {
+    std::optional<uint64_t> probe;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          v1::AcquireResponse a = Acquire(stub.get(), kAlone);
+          if (a.allowed() && a.probe()) probe = a.permit();
+          if (!probe)
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          return probe.has_value();
+        },
+        absl::Seconds(10)))
+        << "no probe for " << kAlone << " within 10 s";
+    v1::ReportResponse r =
+        Report(stub.get(), kAlone, *probe, v1::OUTCOME_SUCCESS, 20);
+    EXPECT_EQ(r.state(), v1::STATE_CLOSED) << r.DebugString();
+  }
+  const std::string unconfirmed = absl::StrCat(
+      "breakerd_fleet_unconfirmed_opens_total{dependency=\"", kAlone, "\"}");
+  EXPECT_EQ(Sample(proc.Metrics(), unconfirmed).value_or(-1), 1)
+      << proc.Metrics();
+  EXPECT_EQ(Sample(peer.Metrics(), unconfirmed).value_or(-1), -1)
+      << "the peer never opened " << kAlone;
 
   // Wait until Prometheus has scraped both breakers, the tripped one open.
   {
@@ -551,6 +712,28 @@ scrape_configs:
         absl::StrCat("breakerd_state{dependency=\"", kHealthy, "\"}"));
     ASSERT_EQ(ResultSize(h), 1u) << YAML::Dump(h);
     EXPECT_EQ(h["data"]["result"][0]["value"][1].as<std::string>(), "0");
+  }
+  // The fleet series as Prometheus scraped them: two members, the one
+  // unconfirmed open, the fleet's window read back.
+  for (const auto& [query, value] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"breakerd_fleet_members", "2"},
+           {unconfirmed, "1"},
+           {"breakerd_fleet_connected", "1"},
+           {"breakerd_fleet_events_total{event=\"window_sync\"} > bool 0",
+            "1"}}) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    YAML::Node a;
+    std::string got;
+    while (true) {
+      a = prom.Query(query);
+      got = ResultSize(a) == 1
+                ? a["data"]["result"][0]["value"][1].as<std::string>()
+                : "";
+      if (got == value || absl::Now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    EXPECT_EQ(got, value) << query << "\n" << YAML::Dump(a);
   }
 
   // (a) Every dashboard expression parses and returns data.
@@ -663,9 +846,11 @@ scrape_configs:
   }
 
   prom.Stop();
-  EXPECT_EQ(proc.Signal(SIGTERM), true);
-  EXPECT_TRUE(proc.WaitExit(absl::Seconds(10)).has_value())
-      << "breakerd did not exit on SIGTERM";
+  for (BreakerdProcess* p : {&proc, &peer}) {
+    EXPECT_EQ(p->Signal(SIGTERM), true);
+    EXPECT_TRUE(p->WaitExit(absl::Seconds(10)).has_value())
+        << "breakerd did not exit on SIGTERM";
+  }
   std::cout << "prometheus e2e: " << targets.size() << " dashboard exprs, "
             << rules.size() << " rule exprs, " << used.size()
             << " metric names, "

@@ -128,11 +128,11 @@ TEST_F(StateFileTest, RoundTripKeepsStatesEscalationAndCooldownLeft) {
                          Saved("dep/forced-open", State::kForcedOpen, 0, 0),
                          Saved("dep/open", State::kOpen, wall_ms + 15000, 1)));
   EXPECT_EQ(FormatState(saved),
-            absl::StrCat("breakerd-state 1\n"
-                         "dep/forced-closed forced_closed 0 0\n"
-                         "dep/forced-open forced_open 0 0\n"
+            absl::StrCat("breakerd-state 2\n"
+                         "dep/forced-closed forced_closed 0 0 0\n"
+                         "dep/forced-open forced_open 0 0 0\n"
                          "dep/open open ",
-                         wall_ms + 15000, " 1\n"));
+                         wall_ms + 15000, " 1 0\n"));
 
   std::vector<SavedBreaker> loaded = SaveAndLoad(kWall);
   EXPECT_EQ(loaded, saved);
@@ -276,7 +276,56 @@ TEST(ParseStateTest, AcceptsAHeaderAlone) {
       ParseState("breakerd-state 1\n");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_TRUE(parsed->empty());
-  EXPECT_EQ(FormatState({}), "breakerd-state 1\n");
+  EXPECT_EQ(FormatState({}), "breakerd-state 2\n");
+}
+
+// Version 2 keeps when an operator decided a forced state (fleet mode), so
+// the newest decision still wins after a restart; version 1 files, without
+// it, are still read.
+TEST(ParseStateTest, ADecisionTimeRoundTripsAndVersionOneStillReads) {
+  SavedBreaker forced = Saved("dep/f", State::kForcedOpen, 0, 2);
+  forced.decided_unix_ms = 1800000000123;
+  const std::vector<SavedBreaker> saved = {
+      forced, Saved("dep/o", State::kOpen, 1800000009000, 1)};
+  const std::string text = FormatState(saved);
+  EXPECT_EQ(text,
+            "breakerd-state 2\n"
+            "dep/f forced_open 0 2 1800000000123\n"
+            "dep/o open 1800000009000 1 0\n");
+  absl::StatusOr<std::vector<SavedBreaker>> parsed = ParseState(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, saved);
+
+  parsed = ParseState("breakerd-state 1\ndep/f forced_closed 0 0\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->size(), 1u);
+  EXPECT_EQ((*parsed)[0].state, State::kForcedClosed);
+  EXPECT_EQ((*parsed)[0].decided_unix_ms, 0);
+
+  for (const auto& [bad, error] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"breakerd-state 2\ndep/f forced_open 0 0\n",
+            "line 2: must have 5 fields"},
+           {"breakerd-state 2\ndep/o open 1 0 5\n",
+            "line 2: decided_unix_ms: must be 0 for open"},
+           {"breakerd-state 2\ndep/f forced_open 0 0 -1\n",
+            "line 2: decided_unix_ms: must be an integer"},
+           {"breakerd-state 1\ndep/f forced_open 0 0 5\n",
+            "line 2: must have 4 fields"}}) {
+    EXPECT_THAT(ParseState(bad).status().message(), HasSubstr(error)) << bad;
+  }
+}
+
+TEST_F(StateFileTest, ForcedStatesAreSavedWithTheirDecisionTime) {
+  ASSERT_TRUE(registry_.ForceOpen("dep/forced-open").ok());
+  ASSERT_TRUE(registry_.ForceClose("dep/forced-closed").ok());
+  std::vector<SavedBreaker> saved =
+      CollectState(registry_, kWall, [](absl::string_view dep) -> int64_t {
+        return dep == "dep/forced-open" ? 1800000000500 : 0;
+      });
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(saved[0].decided_unix_ms, 0);  // dep/forced-closed: unknown
+  EXPECT_EQ(saved[1].decided_unix_ms, 1800000000500);
 }
 
 struct Corrupt {
@@ -305,8 +354,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Corrupt{"Empty", "", "line 1: header: missing"},
         Corrupt{"NoHeader", "dep/a open 1 1\n", "line 1: header: must be"},
-        Corrupt{"OtherVersion", "breakerd-state 2\n",
-                "line 1: header: unsupported version \"2\""},
+        Corrupt{"OtherVersion", "breakerd-state 3\n",
+                "line 1: header: unsupported version \"3\""},
         Corrupt{"BadStateName",
                 absl::StrCat(kOk, "dep/b half_open 1700000000000 0\n"),
                 "line 3: state: must be one of open, forced_open, "
@@ -543,7 +592,7 @@ TEST_F(StateFileIoTest, AFirstLineThatIsNotAHeaderIsNotQuoted) {
 // and the file may be written over.
 TEST_F(StateFileIoTest, AStateFileOfAnyVersionIsOursEvenIfItDoesNotParse) {
   for (const char* text :
-       {"", "breakerd-state 2\n", "breakerd-state 1\ndep/a opne 0 0\n",
+       {"", "breakerd-state 3\n", "breakerd-state 1\ndep/a opne 0 0\n",
         "breakerd-state 1"}) {
     std::ofstream(path_) << text;
     absl::StatusOr<std::vector<SavedBreaker>> read = ReadStateFile(path_);
