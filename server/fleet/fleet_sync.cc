@@ -276,13 +276,24 @@ absl::Status FleetSync::Heartbeat() {
            {{"incarnation_was", was},
             {"incarnation", incarnation_},
             {"action",
-             "versions forgotten, stored states read again; states stored "
-             "before the reset are gone from the store"}});
+             "versions forgotten, stored states read again, the operator "
+             "overrides this sidecar knows published again"}});
   last_version_.clear();
   version_order_.clear();
+  {
+    // The overrides in force are the operators' latest word: tell the
+    // store again (every sidecar does, with the same decision times, so
+    // the order holds; a newer one read below still wins).
+    MutexLock lock(&mu_);
+    for (auto& [dep, d] : decisions_) {
+      d.restored = d.kind == ExternalState::Kind::kForcedOpen ||
+                   d.kind == ExternalState::Kind::kForcedClosed;
+    }
+  }
   absl::StatusOr<std::vector<std::string>> states = store_->ReadStates();
   if (!states.ok()) return states.status();
   for (const std::string& text : *states) ApplyText(text, /*rejoin=*/true);
+  PublishRestoredDecisions();
   return absl::OkStatus();
 }
 

@@ -192,8 +192,9 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   struct OperatorDecision {
     ExternalState::Kind kind;
     int64_t unix_ms;
-    // Read back from the state file and not yet told to the fleet: after
-    // a join it is published unless the store held a newer one.
+    // Read back from the state file (or held when the store forgot its
+    // keys) and not yet told to the fleet: after a join (or the store's
+    // reset) it is published unless the store held a newer one.
     bool restored = false;
   };
   // After a join: publishes the decisions read back from the state file

@@ -320,6 +320,25 @@ TEST_F(FleetSyncTest, AStoreThatForgotItsKeysIsDetectedAndReadAgain) {
   EXPECT_EQ(b_->sync->counters().store_resets, 1u);
 }
 
+// After the store forgot its keys, the overrides in force are published
+// again, so a pod that joins later still learns them.
+TEST_F(FleetSyncTest, AStoreThatForgotItsKeysGetsTheOverridesInForceBack) {
+  ASSERT_TRUE(a_->registry.ForceOpen("dep/keep").ok());
+  StepAll();
+  StepAll();
+  ASSERT_EQ(b_->State("dep/keep"), State::kForcedOpen);
+  redis_.Flush();
+  Advance(FleetOptions().heartbeat_interval);
+  StepAll();
+  StepAll();
+  ASSERT_EQ(a_->sync->counters().store_resets, 1u);
+  ASSERT_TRUE(redis_.states.count("dep/keep"));
+  EXPECT_TRUE(absl::StrContains(redis_.states["dep/keep"], " forced_open "));
+  Sidecar c("c", &redis_, &wall_);
+  c.Step();
+  EXPECT_EQ(c.State("dep/keep"), State::kForcedOpen);
+}
+
 TEST_F(FleetSyncTest, StoreDownMeansLocalBreakersThenRejoin) {
   redis_.up = false;
   StepAll();
