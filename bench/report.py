@@ -77,13 +77,154 @@ def peer_rows(peer):
     return {r["name"]: r["ns_per_op"] for r in peer.get("results", [])}
 
 
+def fleet_bench_section(d):
+    """The "Fleet mode: evidence sync" section from DIR/fleet_bench/*.json
+    (bench/fleet/fleet_bench.sh); [] if that step did not run."""
+    fb = os.path.join(d, "fleet_bench")
+    commands = [load(p) for p in sorted(glob.glob(f"{fb}/fleet_bench_commands_*.json"))]
+    commands = sorted([c for c in commands if c], key=lambda c: c["sync_interval_s"])
+    latency = load(f"{fb}/fleet_bench_latency.json")
+    spread = [load(p) for p in sorted(glob.glob(f"{fb}/fleet_bench_spread_*.json"))]
+    spread = sorted([s for s in spread if s], key=lambda s: -s["sync_interval_s"])
+    if not (commands or latency or spread):
+        return []
+    p = []
+    w = p.append
+    w("## Fleet mode: evidence sync (bench/fleet/fleet_bench.sh)\n")
+    w("A real redis-server on a loopback port and real breakerd processes, "
+      "only the measured phase's sidecars connected to it (Redis counts "
+      "commands server-wide). See `bench/fleet/README.md` for what each "
+      "figure is. Load: `/proc/loadavg` (1, 5, 15 min) at the start and "
+      "end of each figure, on a shared 2-core machine.\n")
+    if commands:
+        deps = commands[0]["dependencies"]
+        w(f"### Redis commands per sidecar, {deps} active dependencies\n")
+        w(f"One sidecar; Acquire + Report SUCCESS round-robin over "
+          f"`dep-000`..`dep-{deps - 1:03d}`, first as fast as "
+          f"{commands[0]['threads']} closed loops go, then paced to 1/10 of "
+          f"that; INFO commandstats and "
+          f"`breakerd_fleet_events_total{{event=\"window_sync\"}}` before "
+          f"and after each cell. Sent: commands the sidecar sent (EVALSHA "
+          f"window syncs, EVAL heartbeats); inside scripts: what Redis ran "
+          f"within them (INFO counts those too). Bound: (dependencies + 1 "
+          f"heartbeat) / sync interval.\n")
+        w("| sync interval | call rate | pairs/s | sent/s | EVALSHA/s | EVAL/s "
+          "| bound/s | sent / bound | syncs/s (period) | EVALSHA per sync "
+          "| inside scripts/s | Redis CPU % | load |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for c in commands:
+            for cell in c["cells"]:
+                period = (f" ({1000 / cell['window_syncs_per_s']:.0f} ms)"
+                          if cell["window_syncs_per_s"] > 0 else "")
+                w(f"| {c['sync_interval']} | {cell['rate']} | "
+                  f"{cell['pairs_per_s']:,.0f} | {cell['sent_per_s']:.1f} | "
+                  f"{cell['evalsha_per_s']:.1f} | {cell['eval_per_s']:.1f} | "
+                  f"{c['bound_per_s']:.0f} | {cell['sent_per_s'] / c['bound_per_s']:.2f} | "
+                  f"{cell['window_syncs_per_s']:.2f}{period} | "
+                  f"{cell['evalsha_per_sync']:.1f} | "
+                  f"{cell['in_scripts_per_s']:,.0f} | "
+                  f"{cell['redis_cpu_percent']:.1f} | "
+                  f"{cell['loadavg_before']} -> {cell['loadavg_after']} |")
+        w("")
+        ok = all(cell["sent_per_s"] <= c["bound_per_s"] * 1.02
+                 for c in commands for cell in c["cells"])
+        w(f"- Target: commands per sidecar bounded by active dependencies / "
+          f"sync interval, whatever the call rate: **{verdict(ok)}**.")
+        for c in commands:
+            cells = c["cells"]
+            if len(cells) == 2 and cells[1]["pairs_per_s"] > 0:
+                w(f"- {c['sync_interval']}: call rate x"
+                  f"{cells[0]['pairs_per_s'] / cells[1]['pairs_per_s']:.1f}, "
+                  f"commands sent x"
+                  f"{cells[0]['sent_per_s'] / max(cells[1]['sent_per_s'], 1e-9):.2f}.")
+        slow = [(c["sync_interval"], 1000 / cell["window_syncs_per_s"])
+                for c in commands for cell in c["cells"][:1]
+                if cell["window_syncs_per_s"] > 0 and
+                1 / cell["window_syncs_per_s"] > 1.1 * c["sync_interval_s"]]
+        if slow:
+            w("- The measured sync period is longer than the interval ("
+              + ", ".join(f"{i}: {ms:.0f} ms" for i, ms in slow)
+              + "): fewer commands than the bound, and a later fleet open; "
+              "see `bench/fleet/README.md`, \"Findings\".")
+        w("")
+    if latency:
+        w("### Acquire against the gRPC floor, fleet sync on and off\n")
+        w(f"`fleet_bench --mode=latency`: bench/load's closed-loop driver, "
+          f"1 in flight, 1 channel per server, {latency['rounds']} ABBA "
+          f"rounds of {latency['duration_s']:.1f} s per call: the echo floor "
+          f"(`bench/load/echo_server`), grpc.health.v1 Check and Acquire on "
+          f"a sidecar without `--redis`, Acquire on a sidecar with "
+          f"`--redis --fleet-sync-interval={latency['sync_interval']}`. Both "
+          f"sidecars get {latency['background_pairs_per_s']:.0f} pairs/s "
+          f"over {latency['dependencies']} dependencies all along, so the "
+          f"fleet one flushed {latency['evalsha_per_s']:.0f} EVALSHA/s "
+          f"({latency['window_syncs_per_s']:.2f} syncs/s) during the run. "
+          f"Load {latency['loadavg_before']} -> "
+          f"{latency['loadavg_after']}.\n")
+        rows = latency["rows"]
+        floor = rows[0]
+        nofleet = next((r for r in rows if r["call"].endswith("no --redis")), None)
+        w("| call | QPS | p50 µs | p99 µs | server CPU µs/call | p50 / floor "
+          "| p99 / floor | p50 / no --redis | p99 / no --redis |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            vs_floor = r is not floor
+            vs_local = r["call"].endswith(", --redis")
+            w(f"| {r['call']} | {fmt(r['qps'])} | {fmt(r['p50_us'])} | "
+              f"{fmt(r['p99_us'])} | {r['server_cpu_us_per_call']:.1f} | "
+              f"{fmt(r['p50_us'] / floor['p50_us'], 2) if vs_floor else 'floor'} | "
+              f"{fmt(r['p99_us'] / floor['p99_us'], 2) if vs_floor else ''} | "
+              f"{fmt(r['p50_us'] / nofleet['p50_us'], 2) if vs_local and nofleet else ''} | "
+              f"{fmt(r['p99_us'] / nofleet['p99_us'], 2) if vs_local and nofleet else ''} |")
+        fleet_row = next((r for r in rows if r["call"].endswith(", --redis")), None)
+        if fleet_row and nofleet:
+            per_round = sorted(a / b for a, b in zip(fleet_row["round_p50_us"],
+                                                      nofleet["round_p50_us"]) if b)
+            ok = (fleet_row["p50_us"] / floor["p50_us"] <= RPC_P50_TARGET and
+                  fleet_row["p99_us"] / floor["p99_us"] <= RPC_P99_TARGET)
+            w("")
+            w(f"- Target: Acquire with sync on within {RPC_P50_TARGET}x of the "
+              f"floor (p50; p99 within {RPC_P99_TARGET}x): **{verdict(ok)}**.")
+            if per_round:
+                w(f"- Acquire with / without `--redis`, p50 per round: "
+                  f"{per_round[0]:.2f}..{per_round[len(per_round) // 2]:.2f}.."
+                  f"{per_round[-1]:.2f} (min..median..max).")
+        w("")
+    if spread:
+        w("### Spread-out failures: the last failing call to every sidecar open\n")
+        w("Three sidecars, policy `consecutive_failures: 0, failure_rate "
+          "{ threshold: 0.5, min_calls: 20, window: 10s }, fleet { quorum: 2 }`. "
+          "For each fresh dependency every sidecar gets 8 calls, 3 successes "
+          "then 5 OUTCOME_TIMEOUT (none reaches min_calls alone; the fleet "
+          "window has 24 calls, 15 failures, 3 sources); then GetState on "
+          "all three every 5 ms. Time from sending the last failing Report "
+          "to seeing the last sidecar OPEN.\n")
+        w("| sync interval | dependencies | min ms | median ms | max ms | "
+          "samples ms | load |")
+        w("|---|---|---|---|---|---|---|")
+        for s in spread:
+            w(f"| {s['sync_interval']} | {len(s['samples_ms'])} | "
+              f"{s['min_ms']:.1f} | {s['median_ms']:.1f} | {s['max_ms']:.1f} | "
+              f"{' '.join(f'{x:.0f}' for x in s['samples_ms'])} | "
+              f"{s['loadavg_before']} -> {s['loadavg_after']} |")
+        w("")
+    return p
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
     ap.add_argument("--command", default="bench/run")
     ap.add_argument("--seconds", type=int, default=0)
+    ap.add_argument("--only-fleet-bench", action="store_true",
+                    help="print only the fleet_bench section (--dir holds "
+                    "fleet_bench/), to update RESULTS.md after running "
+                    "bench/fleet/fleet_bench.sh alone")
     args = ap.parse_args()
     d = args.dir
+    if args.only_fleet_bench:
+        print("\n".join(fleet_bench_section(d)))
+        return
     engine = medians(load(f"{d}/engine.json"))
     scrape = medians(load(f"{d}/scrape.json"))
     r4j = load(f"{d}/resilience4j.json")
@@ -248,6 +389,7 @@ def main():
         w("```")
         w(open(fleet).read().rstrip())
         w("```\n")
+    p.extend(fleet_bench_section(d))
 
     # --- memory -------------------------------------------------------------
     w("## Resident memory per breaker\n")

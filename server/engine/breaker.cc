@@ -230,7 +230,7 @@ Transition Breaker::Event(Instant now, State from, State to,
   t.consecutive_failures = consecutive_failures_;
   t.window = Window(now);
   t.shadow = policy_->mode == Mode::kShadow;
-  t.fleet_unconfirmed = episode_ == Episode::kUnconfirmed;
+  t.fleet_local = LocalEpisode();
   return t;
 }
 
@@ -260,10 +260,14 @@ Transition Breaker::Open(Instant now, State from, TransitionReason reason,
     // fleet agrees, unless it is the fleet's own verdict, the upstream's
     // (its Retry-After set the cooldown: a shared credential's limit holds
     // for every pod), or no quorum is needed.
+    // While the store is away the episode is this sidecar's alone: it
+    // is not published when the store returns.
     episode_ = Episode::kNone;
     ProbeArbiter* arbiter = context_->arbiter;
-    if (arbiter != nullptr && arbiter->Active() &&
+    if (arbiter != nullptr && !arbiter->Active() &&
         policy_->mode != Mode::kShadow) {
+      episode_ = Episode::kLocal;
+    } else if (arbiter != nullptr && policy_->mode != Mode::kShadow) {
       const bool authoritative =
           reason == TransitionReason::kFleetFailureRate ||
           reason == TransitionReason::kFleetSlowCallRate ||
@@ -286,11 +290,14 @@ Transition Breaker::Close(Instant now, State from, TransitionReason reason) {
   ClearHistory();
   // An episode the fleet never confirmed ends here: counted once (the
   // false-positive signal), and its close stays local like its open.
-  const bool unconfirmed = episode_ == Episode::kUnconfirmed;
-  if (unconfirmed) ++fleet_unconfirmed_opens_;
+  const bool local = LocalEpisode();
+  if (episode_ == Episode::kUnconfirmed) ++fleet_unconfirmed_opens_;
   episode_ = Episode::kNone;
+  // What the fleet's window said is over with the episode.
+  fleet_window_calls_ = 0;
+  fleet_window_failures_ = 0;
   Transition t = MoveTo(now, from, State::kClosed, reason);
-  t.fleet_unconfirmed = unconfirmed;
+  t.fleet_local = local;
   return t;
 }
 
@@ -425,7 +432,7 @@ bool Breaker::FleetAllowsProbe(Instant now, AcquireResult* r) {
   // an unconfirmed local trip: it probes locally and never holds the
   // fleet's probe.
   if (arbiter == nullptr || !arbiter->Active() ||
-      policy_->mode == Mode::kShadow || episode_ == Episode::kUnconfirmed) {
+      policy_->mode == Mode::kShadow || LocalEpisode()) {
     return true;
   }
   if (claim_ == Claim::kHeld && now.ns < claim_until_ns_) return true;
@@ -738,9 +745,12 @@ BreakerSnapshot Breaker::Snapshot() const {
                       now.ns < probe_until_ns_;
   s.failure_rate_threshold = policy_->failure_rate.threshold;
   s.fleet_window_known = fleet_window_at_ns_ != 0;
+  // Shown while it says something: read within the window, and the store
+  // reachable (while it is away, breakers decide on their own windows).
   if (s.fleet_window_known &&
       now.ns - fleet_window_at_ns_ <
-          absl::ToInt64Nanoseconds(policy_->failure_rate.window)) {
+          absl::ToInt64Nanoseconds(policy_->failure_rate.window) &&
+      (context_->arbiter == nullptr || context_->arbiter->Active())) {
     s.fleet_window_calls = fleet_window_calls_;
     s.fleet_window_failures = fleet_window_failures_;
   }

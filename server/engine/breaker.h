@@ -155,8 +155,12 @@ class Breaker {
   enum class Override : uint8_t { kNone, kForcedOpen, kForcedClosed };
   // Fleet mode: where the fleet-wide probe of this half-open period is.
   enum class Claim : uint8_t { kNone, kPending, kHeld, kElsewhere };
-  // Fleet mode: whether the fleet stands behind the open period.
-  enum class Episode : uint8_t { kNone, kUnconfirmed, kConfirmed };
+  // Fleet mode: whether the fleet stands behind the open period: kLocal
+  // began while the store was away (never published, never counted).
+  enum class Episode : uint8_t { kNone, kUnconfirmed, kConfirmed, kLocal };
+  bool LocalEpisode() const {
+    return episode_ == Episode::kUnconfirmed || episode_ == Episode::kLocal;
+  }
   enum Counter { kCalls = 0, kFailures = 1, kSlow = 2 };
   enum BudgetCounter { kFirsts = 0, kRetries = 1 };
 

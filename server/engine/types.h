@@ -135,10 +135,11 @@ struct Transition {
   // The breaker's policy is in shadow mode: it never refuses a call, so no
   // client refuses it locally and the fleet never enforces its opens.
   bool shadow = false;
-  // Fleet mode: the open period this transition belongs to is a local trip
-  // the fleet has not confirmed (yet): it stays local, its probe too. On
-  // the close that ends such an episode, it was never confirmed.
-  bool fleet_unconfirmed = false;
+  // Fleet mode: the open period this transition belongs to is this
+  // sidecar's alone: a local trip the fleet has not confirmed (yet), or one
+  // made while the fleet's store was away. It is never published, its probe
+  // is local, and so is the close that ends it.
+  bool fleet_local = false;
   // Applied from elsewhere (external): ExternalState::decided_unix_ms.
   int64_t decided_unix_ms = 0;
 };

@@ -21,7 +21,7 @@ std::optional<ExternalState::Kind> PublishedKind(const Transition& t) {
     case State::kOpen:
       // A local trip the fleet has not confirmed stays local (FleetSync
       // publishes it once the fleet's window or a quorum agrees).
-      if (t.shadow || t.fleet_unconfirmed) return std::nullopt;
+      if (t.shadow || t.fleet_local) return std::nullopt;
       return ExternalState::Kind::kOpen;
     case State::kForcedOpen:
       return ExternalState::Kind::kForcedOpen;
@@ -30,7 +30,7 @@ std::optional<ExternalState::Kind> PublishedKind(const Transition& t) {
     case State::kClosed:
       // A probe's success: the fleet closes with us (unless the episode
       // was ours alone).
-      if (t.from == State::kHalfOpen && !t.shadow && !t.fleet_unconfirmed) {
+      if (t.from == State::kHalfOpen && !t.shadow && !t.fleet_local) {
         return ExternalState::Kind::kClosed;
       }
       return std::nullopt;
@@ -202,9 +202,11 @@ bool FleetSync::Join() {
   if (s.ok()) {
     last_version_.clear();
     version_order_.clear();
-    incarnation_.clear();  // the first heartbeat's is the baseline
     // Counted among the members at once, and the fleet's clock known
-    // before any cooldown end is read.
+    // before any cooldown end is read. The incarnation seen before the
+    // store went away is kept: a Redis that restarted without persistence
+    // comes back with another one, a store reset like a FLUSHALL (the
+    // first heartbeat ever sets the baseline).
     s = Heartbeat();
   }
   if (s.ok()) {
@@ -618,7 +620,12 @@ void FleetSync::RunOnce(absl::Duration wait) {
     return;
   }
 
-  absl::StatusOr<std::vector<std::string>> messages = store_->Receive(wait);
+  // Wait for messages, but not past the next sync or heartbeat: their
+  // interval is --fleet-sync-interval, not a multiple of the wait.
+  const absl::Duration until_due =
+      std::min(next_window_sync_, next_heartbeat_) - options_.wall_now();
+  absl::StatusOr<std::vector<std::string>> messages =
+      store_->Receive(std::clamp(until_due, absl::ZeroDuration(), wait));
   if (!messages.ok()) {
     Lost(messages.status());
     return;

@@ -54,7 +54,7 @@ TEST(FleetEpisodeTest, AnUnconfirmedTripProbesLocallyWithoutAskingTheFleet) {
         b.Report(b.Acquire(0, &t).permit, {OutcomeClass::kTimeout}, &t).ok());
   }
   ASSERT_TRUE(t.has_value());
-  EXPECT_TRUE(t->fleet_unconfirmed);
+  EXPECT_TRUE(t->fleet_local);
   clock.Advance(Seconds(10));
   AcquireResult probe = b.Acquire(0, &t);
   EXPECT_TRUE(probe.probe);
@@ -62,7 +62,7 @@ TEST(FleetEpisodeTest, AnUnconfirmedTripProbesLocallyWithoutAskingTheFleet) {
   ASSERT_TRUE(b.Report(probe.permit, {OutcomeClass::kSuccess}, &t).ok());
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->to, State::kClosed);
-  EXPECT_TRUE(t->fleet_unconfirmed);  // its close stays local too
+  EXPECT_TRUE(t->fleet_local);  // its close stays local too
   EXPECT_EQ(b.Snapshot().fleet_unconfirmed_opens, 1u);
 }
 

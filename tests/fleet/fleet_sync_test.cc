@@ -339,6 +339,53 @@ TEST_F(FleetSyncTest, AStoreThatForgotItsKeysGetsTheOverridesInForceBack) {
   EXPECT_EQ(c.State("dep/keep"), State::kForcedOpen);
 }
 
+// A Redis that restarted without persistence comes back empty: the
+// sidecars that knew its old incarnation count a store reset when they
+// rejoin (not only a disconnect), and publish the overrides in force.
+TEST_F(FleetSyncTest, ARedisRestartedWithoutPersistenceIsAStoreReset) {
+  ASSERT_TRUE(a_->registry.ForceOpen("dep/keep").ok());
+  StepAll();
+  StepAll();
+  redis_.up = false;
+  StepAll();
+  ASSERT_FALSE(a_->sync->connected());
+  redis_.Flush();
+  redis_.up = true;
+  Advance(Seconds(5));
+  StepAll();
+  StepAll();
+  ASSERT_TRUE(a_->sync->connected());
+  EXPECT_EQ(a_->sync->counters().store_resets, 1u);
+  EXPECT_EQ(b_->sync->counters().store_resets, 1u);
+  Sidecar c("c", &redis_, &wall_);
+  c.Step();
+  EXPECT_EQ(c.State("dep/keep"), State::kForcedOpen);
+  EXPECT_EQ(c.sync->counters().store_resets, 0u);  // its first incarnation
+}
+
+// A trip made while the store was away stays this sidecar's: it is not
+// published when the store returns (nor is its close), and it is not
+// counted as unconfirmed.
+TEST_F(FleetSyncTest, AnOpenMadeWhileTheStoreWasAwayIsNotPublishedOnReturn) {
+  redis_.up = false;
+  StepAll();
+  a_->Trip("dep/away");
+  redis_.up = true;
+  Advance(Seconds(1));
+  StepAll();
+  StepAll();
+  ASSERT_TRUE(a_->sync->connected());
+  EXPECT_EQ(b_->State("dep/away"), State::kClosed);
+  EXPECT_EQ(a_->sync->counters().published, 0u);
+  Advance(Seconds(10));
+  const AcquireResult probe = a_->Acquire("dep/away");
+  ASSERT_TRUE(probe.probe);  // local: no claim asked of the fleet
+  a_->Report("dep/away", probe.permit, OutcomeClass::kSuccess);
+  StepAll();
+  EXPECT_EQ(a_->sync->counters().published, 0u);
+  EXPECT_EQ(a_->registry.Get("dep/away")->fleet_unconfirmed_opens, 0u);
+}
+
 TEST_F(FleetSyncTest, StoreDownMeansLocalBreakersThenRejoin) {
   redis_.up = false;
   StepAll();
@@ -348,7 +395,9 @@ TEST_F(FleetSyncTest, StoreDownMeansLocalBreakersThenRejoin) {
   a_->Trip("dep/x");
   Advance(Seconds(10));
   EXPECT_TRUE(a_->Acquire("dep/x").probe);
-  StepAll();  // a's open/half-open is kept for later; reconnect backs off
+  // An operator's decision made meanwhile is kept for later.
+  ASSERT_TRUE(a_->registry.ForceOpen("dep/y").ok());
+  StepAll();  // reconnect backs off
 
   redis_.up = true;
   Advance(Seconds(3));
@@ -356,11 +405,14 @@ TEST_F(FleetSyncTest, StoreDownMeansLocalBreakersThenRejoin) {
   EXPECT_TRUE(a_->sync->connected());
   EXPECT_TRUE(b_->sync->connected());
   EXPECT_EQ(a_->sync->counters().disconnects, 1u);
-  // What a decided while away is published once it is back.
+  // The decision made while away is published once it is back; the trip
+  // stays a's own (AnOpenMadeWhileTheStoreWasAwayIsNotPublishedOnReturn).
   StepAll();
   StepAll();
-  EXPECT_GE(a_->sync->counters().published, 1u);
-  EXPECT_NE(redis_.states.count("dep/x"), 0u);
+  EXPECT_EQ(a_->sync->counters().published, 1u);
+  EXPECT_NE(redis_.states.count("dep/y"), 0u);
+  EXPECT_EQ(redis_.states.count("dep/x"), 0u);
+  EXPECT_EQ(b_->State("dep/y"), State::kForcedOpen);
 }
 
 TEST_F(FleetSyncTest, RejoinAppliesStoredOpenAndForcedStates) {
