@@ -68,9 +68,12 @@ struct FleetPublish {
 };
 
 struct PublishAnswer {
+  // 0: not published, because it is an operator's decision older than the
+  // decision the store holds (superseded_by, raw as ReadStates').
   uint64_t version = 0;
-  // The store's clock when it stored the state (Unix milliseconds).
+  // The store's clock when it answered (Unix milliseconds).
   int64_t store_unix_ms = 0;
+  std::string superseded_by;
 };
 
 // Bounds on what is accepted from the store (anyone who can write to the
@@ -151,7 +154,9 @@ class FleetStore {
 
   // Stores p as the dependency's state (expiring after `ttl`; zero: never)
   // and publishes it, atomically, under the next version and stamped with
-  // the store's clock (kFleetFormat), and answers both.
+  // the store's clock (kFleetFormat), and answers both; except an
+  // operator's decision older than the decision stored, which is neither
+  // stored nor published (version 0, and the stored one).
   virtual absl::StatusOr<PublishAnswer> Publish(const FleetPublish& p,
                                                 absl::Duration ttl) = 0;
   // SET probe-key owner NX PX lease, or the holder's lease left.

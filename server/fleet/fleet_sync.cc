@@ -1,6 +1,7 @@
 #include "server/fleet/fleet_sync.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -96,7 +97,8 @@ void FleetSync::OnTransition(const Transition& t) {
       RecordDecision(t.dependency, {t.to == State::kForcedOpen
                                         ? ExternalState::Kind::kForcedOpen
                                         : ExternalState::Kind::kForcedClosed,
-                                    t.decided_unix_ms, /*restored=*/true});
+                                    t.decided_unix_ms, /*origin=*/"",
+                                    /*restored=*/true});
     }
     return;
   }
@@ -118,8 +120,11 @@ void FleetSync::OnTransition(const Transition& t) {
         // The operator's decision, stamped now by the fleet's clock (as
         // best known: also while the store is away), so that the newest
         // one wins wherever they meet.
-        p.state.decided_unix_ms = absl::ToUnixMillis(StoreNow());
-        RecordDecision(t.dependency, {*kind, p.state.decided_unix_ms});
+        last_decision_unix_ms_ = std::max(absl::ToUnixMillis(StoreNow()),
+                                          last_decision_unix_ms_ + 1);
+        p.state.decided_unix_ms = last_decision_unix_ms_;
+        RecordDecision(t.dependency,
+                       {*kind, p.state.decided_unix_ms, options_.id});
       }
       auto [it, inserted] = publishes_.insert_or_assign(t.dependency, p);
       if (inserted) publish_order_.push_back(t.dependency);
@@ -143,6 +148,7 @@ void FleetSync::PublishRestoredDecisions() {
                                  ? TransitionReason::kForcedOpen
                                  : TransitionReason::kForcedClosed));
     p.state.decided_unix_ms = d.unix_ms;
+    d.origin = options_.id;  // as the fleet will know it
     if (publishes_.try_emplace(dep, std::move(p)).second) {
       publish_order_.push_back(dep);
     }
@@ -442,21 +448,26 @@ void FleetSync::ApplyText(absl::string_view text, bool rejoin) {
 void FleetSync::Apply(const FleetMessage& m, bool rejoin) {
   const absl::Time now = options_.wall_now();
   const std::optional<uint64_t> last = LastVersion(m.dependency, now);
-  if (last.has_value() && m.version <= *last) {
+  // Operators' decisions are ordered by when they were made, not by
+  // version: one published under an older version (by a pod that came back
+  // before another republished an older decision) may still be the newest.
+  const bool decision = IsDecision(m.kind) && m.format == kFleetFormat;
+  if (last.has_value() && m.version <= *last && !decision) {
     Bump(&FleetCounters::duplicates);
     return;
   }
   // A stored state read on (re)join is the baseline, whatever its version;
   // what is published after is measured against it.
   const uint64_t base = last.value_or(0);
-  if (!rejoin && m.version - base > options_.max_version_jump) {
+  if (!rejoin && m.version > base &&
+      m.version - base > options_.max_version_jump) {
     Refuse(absl::StrCat("fleet message: version ", m.version, " is more than ",
                         options_.max_version_jump, " above the last seen (",
                         base, ") for ", m.dependency),
            rejoin);
     return;
   }
-  RecordVersion(m.dependency, m.version, now);
+  RecordVersion(m.dependency, std::max(base, m.version), now);
   if (m.origin == options_.id) return;
   ExternalState state;
   state.kind = m.kind;
@@ -473,10 +484,17 @@ void FleetSync::Apply(const FleetMessage& m, bool rejoin) {
     state.decided_unix_ms = m.stored_unix_ms;
     MutexLock lock(&mu_);
     auto local = decisions_.find(m.dependency);
-    if (local != decisions_.end() && local->second.unix_ms > m.stored_unix_ms) {
-      // Older than what this pod decided or heard last: ours goes (or
-      // went) out and wins.
-      ++counters_.stale_decisions;
+    if (local != decisions_.end() &&
+        std::tie(local->second.unix_ms, local->second.origin) >=
+            std::tie(m.stored_unix_ms, m.origin)) {
+      // Not newer than what this pod decided or heard last: ours goes (or
+      // went) out and wins; the same one again changes nothing.
+      if (local->second.unix_ms == m.stored_unix_ms &&
+          local->second.origin == m.origin) {
+        ++counters_.duplicates;
+      } else {
+        ++counters_.stale_decisions;
+      }
       return;
     }
     // A stored reset undoes a decision this pod knew of; with none known
@@ -485,7 +503,7 @@ void FleetSync::Apply(const FleetMessage& m, bool rejoin) {
         m.kind == ExternalState::Kind::kReset) {
       return;
     }
-    RecordDecision(m.dependency, {m.kind, m.stored_unix_ms});
+    RecordDecision(m.dependency, {m.kind, m.stored_unix_ms, m.origin});
     // A decision kept to publish since the store was away, older than
     // this one, must not go out over it.
     auto pending = publishes_.find(m.dependency);
@@ -595,6 +613,16 @@ void FleetSync::RunOnce(absl::Duration wait) {
     }
     const absl::Time now = options_.wall_now();
     LearnStoreClock(a->store_unix_ms, sent, now);
+    if (a->version == 0) {
+      // Another pod's newer decision is in the store (made while this one
+      // was away, or not heard yet): take it instead.
+      {
+        MutexLock lock(&mu_);
+        ++counters_.stale_decisions;
+      }
+      ApplyText(a->superseded_by, /*rejoin=*/true);
+      continue;
+    }
     if (p.state.kind == ExternalState::Kind::kClosed ||
         p.state.kind == ExternalState::Kind::kReset) {
       // The episode is over for the fleet: its failures no longer count.

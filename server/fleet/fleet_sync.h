@@ -192,6 +192,10 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   struct OperatorDecision {
     ExternalState::Kind kind;
     int64_t unix_ms;
+    // Who made it (a sidecar's id; empty: read back from the state file).
+    // Two decisions made in the same millisecond are ordered by it, the
+    // same way on every pod.
+    std::string origin;
     // Read back from the state file (or held when the store forgot its
     // keys) and not yet told to the fleet: after a join (or the store's
     // reset) it is published unless the store held a newer one.
@@ -237,6 +241,9 @@ class FleetSync final : public TransitionObserver, public ProbeArbiter {
   // The newest operator decision (forced state or reset) known per
   // dependency, and when it was made by the fleet's clock (Unix ms; 0:
   // unknown, older than any). At most max_tracked_versions.
+  // The last stamp given to a decision made here: each is later than the
+  // one before, also within one millisecond.
+  int64_t last_decision_unix_ms_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, OperatorDecision> decisions_
       ABSL_GUARDED_BY(mu_);
 

@@ -23,7 +23,9 @@ namespace {
 // KEYS: version, state. ARGV: "<origin> <kind>", cooldown left in ms (-1:
 // none), "<escalation> <reason> <dependency>", channel, ttl_ms (0: no
 // expiry), an operator decision's time in ms (0: none; the message's time
-// is then the store's).
+// is then the store's). Returns {version, store time}, or {0, store time,
+// the stored state} when a decision would replace a newer stored one
+// (nothing is stored or published then).
 // Builds the message in format v2 (FormatFleetMessage) with the store's
 // own time: when it was stored and when its cooldown ends, so that no
 // sidecar's clock is in it. Returns {version, store time in ms}.
@@ -37,7 +39,19 @@ local left = tonumber(ARGV[2])
 local untl = 0
 if left >= 0 then untl = now + left end
 local stamp = now
-if tonumber(ARGV[6]) > 0 then stamp = tonumber(ARGV[6]) end
+local decided = tonumber(ARGV[6])
+if decided > 0 then
+  stamp = decided
+  -- A decision never replaces a newer one: answer the stored one instead.
+  local cur = redis.call('GETRANGE', KEYS[2], 0, 511)
+  local f = {}
+  for w in string.gmatch(cur, '%S+') do f[#f + 1] = w end
+  if f[2] == 'v2' and (f[5] == 'forced_open' or f[5] == 'forced_closed' or
+      f[5] == 'reset') and tonumber(f[3]) ~= nil and
+      tonumber(f[3]) > decided then
+    return {0, now, cur}
+  end
+end
 local v = redis.call('INCR', KEYS[1])
 local msg = string.format('%d v2 %d %s %d %s', v, stamp, ARGV[1], untl, ARGV[3])
 if tonumber(ARGV[5]) > 0 then
@@ -405,14 +419,25 @@ absl::StatusOr<PublishAnswer> RedisStore::Publish(const FleetPublish& p,
       p.dependency);
   if (!r.ok()) return r.status();
   const redisReply* reply = r->get();
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+  if (reply->type != REDIS_REPLY_ARRAY ||
+      (reply->elements != 2 && reply->elements != 3) ||
       reply->element[0]->type != REDIS_REPLY_INTEGER ||
-      reply->element[0]->integer <= 0 ||
-      reply->element[1]->type != REDIS_REPLY_INTEGER) {
+      reply->element[0]->integer < 0 ||
+      reply->element[1]->type != REDIS_REPLY_INTEGER ||
+      (reply->elements == 3 &&
+       (reply->element[0]->integer != 0 ||
+        reply->element[2]->type != REDIS_REPLY_STRING))) {
     return absl::InternalError("redis EVAL publish: unexpected reply");
   }
-  return PublishAnswer{static_cast<uint64_t>(reply->element[0]->integer),
+  PublishAnswer answer{static_cast<uint64_t>(reply->element[0]->integer),
                        reply->element[1]->integer};
+  if (reply->elements == 3) {
+    // Cut like every state read: one byte over the cap is refused.
+    answer.superseded_by.assign(
+        reply->element[2]->str,
+        std::min(reply->element[2]->len, kMaxFleetMessageBytes + 1));
+  }
+  return answer;
 }
 
 absl::StatusOr<ClaimAnswer> RedisStore::ClaimProbe(absl::string_view dependency,

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/engine/registry.h"
@@ -367,6 +368,73 @@ TEST_F(FleetDecisionsTest, ASavedForceNewerThanTheStoresIsPublishedOnJoin) {
   Sync();
   EXPECT_EQ(at(0).State(dep), State::kForcedOpen);
   EXPECT_EQ(at(1).State(dep), State::kForcedOpen);
+}
+
+// The race CI found: Redis restarts empty while a ForceOpen (a, older) and
+// a Reset made while it was away (b, newer) are both held. Whichever pod
+// comes back first, both end with the Reset, and so does the store.
+TEST_F(FleetDecisionsTest, AfterAnEmptyRestartTheNewerDecisionWinsInAnyOrder) {
+  for (int first : {0, 1}) {
+    Start(fleet_testing::Policies(), 2);
+    const std::string dep = "dep/x";
+    ASSERT_TRUE(at(0).registry.ForceOpen(dep).ok());
+    Sync();
+    ASSERT_EQ(at(1).State(dep), State::kForcedOpen);
+    Advance(Seconds(1));
+    redis_.up = false;
+    Sync();
+    ASSERT_TRUE(at(1).registry.Reset(dep).ok());
+    redis_.Flush();
+    redis_.up = true;
+    Advance(Seconds(5));
+    at(first).Step();
+    at(first).Step();
+    at(1 - first).Step();
+    at(1 - first).Step();
+    Sync();
+    Sync();
+    EXPECT_EQ(at(0).State(dep), State::kClosed) << "first back: " << first;
+    EXPECT_EQ(at(1).State(dep), State::kClosed) << "first back: " << first;
+    EXPECT_TRUE(absl::StrContains(redis_.states[dep], " reset "))
+        << redis_.states[dep];
+    sidecars_.clear();
+    redis_ = FakeRedis();
+    redis_.wall = &wall_;
+  }
+}
+
+// Decisions are ordered by when they were made, not by version: after an
+// empty restart, a newer decision can be stored under a lower version than
+// an older one republished meanwhile (the interleaving CI found), and must
+// still win.
+TEST_F(FleetDecisionsTest, ANewerDecisionUnderAnOlderVersionStillWins) {
+  Start(fleet_testing::Policies(), 2);
+  const std::string dep = "dep/x";
+  ASSERT_TRUE(at(0).registry.ForceOpen(dep).ok());
+  Sync();
+  ASSERT_EQ(at(1).State(dep), State::kForcedOpen);
+  const uint64_t version = redis_.versions[dep];
+  FleetMessage reset;
+  reset.dependency = dep;
+  reset.version = version;  // not above what b has seen
+  reset.stored_unix_ms = absl::ToUnixMillis(wall_) + 5;
+  reset.origin = "elsewhere";
+  reset.kind = ExternalState::Kind::kReset;
+  reset.reason = "reset";
+  at(1).store->Deliver(reset);
+  at(1).Step();
+  EXPECT_EQ(at(1).State(dep), State::kClosed);
+  // Once a newer decision is made here, that message again changes
+  // nothing, nor does a non-decision under an old version.
+  Advance(Seconds(1));
+  ASSERT_TRUE(at(1).registry.ForceClose(dep).ok());
+  at(1).store->Deliver(reset);
+  FleetMessage open = reset;
+  open.kind = ExternalState::Kind::kOpen;
+  open.reason = "consecutive_failures";
+  at(1).store->Deliver(open);
+  at(1).Step();
+  EXPECT_EQ(at(1).State(dep), State::kForcedClosed);
 }
 
 TEST_F(FleetDecisionsTest, AStaleDecisionArrivingLiveIsIgnoredAndCounted) {

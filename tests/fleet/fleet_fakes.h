@@ -88,6 +88,23 @@ class FakeStore : public FleetStore {
   absl::StatusOr<PublishAnswer> Publish(const FleetPublish& p,
                                         absl::Duration) override {
     if (absl::Status s = Check(); !s.ok()) return s;
+    if (p.decided_unix_ms > 0) {
+      // As the Redis script: a decision never replaces a newer one.
+      auto stored = r_->states.find(p.dependency);
+      if (stored != r_->states.end()) {
+        absl::StatusOr<FleetMessage> cur = ParseFleetMessage(stored->second);
+        if (cur.ok() && cur->format == kFleetFormat &&
+            (cur->kind == ExternalState::Kind::kForcedOpen ||
+             cur->kind == ExternalState::Kind::kForcedClosed ||
+             cur->kind == ExternalState::Kind::kReset) &&
+            cur->stored_unix_ms > p.decided_unix_ms) {
+          PublishAnswer superseded;
+          superseded.store_unix_ms = absl::ToUnixMillis(*r_->wall);
+          superseded.superseded_by = stored->second;
+          return superseded;
+        }
+      }
+    }
     FleetMessage m;
     m.dependency = p.dependency;
     m.version = ++r_->versions[p.dependency];
