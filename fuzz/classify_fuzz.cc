@@ -299,7 +299,8 @@ auto Comparable(const BreakerSnapshot& s) {
       s.state, s.generation, s.retry_after, s.window.calls, s.window.failures,
       s.window.slow, s.consecutive_failures, s.escalation_level,
       s.probe_in_flight, s.acquires, s.reports, s.retries_granted,
-      s.retries_rejected, transitions, s.latency_buckets, s.latency_count);
+      s.retries_rejected, transitions, s.latency_buckets, s.latency_count,
+      s.inflight, s.hung_calls, s.admit_share);
 }
 
 std::string SnapText(const BreakerSnapshot& s) {

@@ -13,9 +13,11 @@
 //    thresholds in [0, 1], min_calls 1..1000000, windows 1s..1h, cooldown
 //    1ms <= base <= max <= 24h, 0 <= jitter < 1, lease 1ms..1h,
 //    required_successes 1..1000, ratio 0..1000, min_per_second 0..1000000,
-//    ttl 1s..1h, fleet.quorum 1..100, max_breakers 1..10000000, idle_ttl
-//    1s..720h; every match is 1-200 bytes of [A-Za-z0-9._:/@-*], unique, and
-//    the defaults' is "defaults"; source is the given name.
+//    ttl 1s..1h, inflight.hang_after 0..5m, recovery.ramp 0..1h,
+//    0 < recovery.start_share <= 1, fleet.quorum 1..100, max_breakers
+//    1..10000000, idle_ttl 1s..720h; every match is 1-200 bytes of
+//    [A-Za-z0-9._:/@-*], unique, and the defaults' is "defaults"; source is
+//    the given name.
 //  - An OK set written back as YAML (every key, explicit) parses to an
 //    equal set: nothing is lost or rounded between the text and the value.
 //
@@ -120,6 +122,14 @@ void CheckPolicy(const Policy& p) {
   FUZZ_CHECK(InRange(p.retry_budget.min_per_second, 0, 1000000), who);
   FUZZ_CHECK(InRange(p.retry_budget.ttl, absl::Seconds(1), absl::Hours(1)),
              who);
+  FUZZ_CHECK(
+      InRange(p.inflight.hang_after, absl::ZeroDuration(), kMaxHangAfter), who,
+      " ", absl::FormatDuration(p.inflight.hang_after));
+  FUZZ_CHECK(InRange(p.recovery.ramp, absl::ZeroDuration(), absl::Hours(1)),
+             who, " ", absl::FormatDuration(p.recovery.ramp));
+  FUZZ_CHECK(
+      InRange(p.recovery.start_share, 0, 1) && p.recovery.start_share > 0, who,
+      " ", p.recovery.start_share);
   FUZZ_CHECK(p.fleet.quorum >= 1 && p.fleet.quorum <= 100, who);
 }
 
@@ -193,8 +203,10 @@ bool SameSet(const PolicySet& a, const PolicySet& b) {
 
 // A number written so that it reads back exactly.
 std::string Num(double v) { return absl::StrFormat("%.17g", v); }
+// FormatDuration writes zero as a bare "0", which the config refuses.
 std::string Dur(absl::Duration d) {
-  return absl::StrCat("\"", absl::FormatDuration(d), "\"");
+  return absl::StrCat(
+      "\"", d == absl::ZeroDuration() ? "0s" : absl::FormatDuration(d), "\"");
 }
 
 // One policy's keys as YAML flow mappings, every key explicit.
@@ -217,6 +229,9 @@ std::string PolicyYaml(const Policy& p) {
       ", retry_budget: {ratio: ", Num(p.retry_budget.ratio),
       ", min_per_second: ", Num(p.retry_budget.min_per_second),
       ", ttl: ", Dur(p.retry_budget.ttl), "}",
+      ", inflight: {hang_after: ", Dur(p.inflight.hang_after), "}",
+      ", recovery: {ramp: ", Dur(p.recovery.ramp),
+      ", start_share: ", Num(p.recovery.start_share), "}",
       ", fleet: {share_window: ", p.fleet.share_window ? "true" : "false",
       ", quorum: ", p.fleet.quorum, "}");
 }

@@ -210,12 +210,12 @@ auto Comparable(const BreakerSnapshot& s) {
                              static_cast<int>(t.reason), t.count);
   }
   std::sort(transitions.begin(), transitions.end());
-  return std::make_tuple(s.dependency, s.state, s.generation, s.retry_after,
-                         s.window.calls, s.window.failures, s.window.slow,
-                         s.consecutive_failures, s.escalation_level,
-                         s.probe_in_flight, s.acquires, s.reports,
-                         s.retries_granted, s.retries_rejected, transitions,
-                         s.latency_buckets, s.latency_count);
+  return std::make_tuple(
+      s.dependency, s.state, s.generation, s.retry_after, s.window.calls,
+      s.window.failures, s.window.slow, s.consecutive_failures,
+      s.escalation_level, s.probe_in_flight, s.acquires, s.reports,
+      s.retries_granted, s.retries_rejected, transitions, s.latency_buckets,
+      s.latency_count, s.inflight, s.hung_calls, s.admit_share);
 }
 using World = std::vector<decltype(Comparable(BreakerSnapshot()))>;
 
@@ -444,7 +444,8 @@ class Session {
                      const std::string& what) const {
     FUZZ_CHECK(allowed == (permit != 0), what);
     FUZZ_CHECK(state >= 1 && state <= 5, what, " state ", state);
-    FUZZ_CHECK(reason >= 0 && reason <= 4, what, " reason ", reason);
+    FUZZ_CHECK(reason >= 0 && reason <= v1::RejectReason_MAX, what, " reason ",
+               reason);
     FUZZ_CHECK(allowed || reason != 0, what, " rejected without a reason");
     if (IsShadow(name)) FUZZ_CHECK(allowed, what, " shadow must allow");
     if (!IsShadow(name) && allowed) FUZZ_CHECK(reason == 0, what);
@@ -463,7 +464,8 @@ class Session {
                    st.consecutive_failures() == s->consecutive_failures &&
                    st.escalation_level() == s->escalation_level &&
                    st.probe_in_flight() == s->probe_in_flight &&
-                   st.policy() == s->policy,
+                   st.admit_share() == s->admit_share &&
+                   st.inflight() == s->inflight && st.policy() == s->policy,
                what, " status disagrees with the registry");
     FUZZ_CHECK(st.mode() == (IsShadow(st.dependency()) ? "shadow" : "enforce"),
                what, " mode ", st.mode());
@@ -650,7 +652,7 @@ class Session {
       CheckUnchanged(before, what);
       return;
     }
-    FUZZ_CHECK(resp.effect() >= 1 && resp.effect() <= 4, what);
+    FUZZ_CHECK(resp.effect() >= 1 && resp.effect() <= v1::Effect_MAX, what);
     const absl::StatusOr<BreakerSnapshot> after =
         f_.registry.Get(req.dependency());
     FUZZ_CHECK(after.ok() && static_cast<int>(after->state) == resp.state(),
@@ -877,7 +879,8 @@ class Session {
         static const std::set<std::string> kReasons = {
             "consecutive_failures", "failure_rate",    "slow_call_rate",
             "cooldown_elapsed",     "probe_succeeded", "probe_failed",
-            "forced_open",          "forced_closed",   "reset"};
+            "forced_open",          "forced_closed",   "reset",
+            "ramp_failed",          "hung_calls"};
         FUZZ_CHECK(kReasons.count(c.reason()) == 1, what);
         FUZZ_CHECK(c.previous() >= 1 && c.previous() <= 5, what);
         FUZZ_CHECK(c.generation() == gen(last, c.dependency()) + 1, what,

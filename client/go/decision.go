@@ -32,6 +32,10 @@ const (
 	ReasonProbeInFlight = pb.RejectReason_REJECT_REASON_PROBE_IN_FLIGHT
 	ReasonRetryBudget   = pb.RejectReason_REJECT_REASON_RETRY_BUDGET
 	ReasonForcedOpen    = pb.RejectReason_REJECT_REASON_FORCED_OPEN
+	// ReasonRamp: the breaker closed recently and is recovering gently: it
+	// admits a rising share of first attempts and no retry (RetryAfter may
+	// be zero).
+	ReasonRamp = pb.RejectReason_REJECT_REASON_RAMP
 )
 
 // Source says who made a Decision.

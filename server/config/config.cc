@@ -330,10 +330,17 @@ void SetInt(Context* ctx, const Fields& fields, const std::string& path,
   *out = static_cast<uint32_t>(v);
 }
 
-// A number in [min, max], or [min, max) if `max_exclusive`.
+// Which ends of [min, max] SetNumber accepts.
+enum class Ends {
+  kBoth,    // [min, max]
+  kNotMax,  // [min, max)
+  kNotMin,  // (min, max]
+};
+
+// A number in [min, max], less the end `ends` leaves out.
 void SetNumber(Context* ctx, const Fields& fields, const std::string& path,
-               absl::string_view key, double min, double max,
-               bool max_exclusive, double* out) {
+               absl::string_view key, double min, double max, Ends ends,
+               double* out) {
   const Field* f = Find(fields, key);
   if (f == nullptr) return;
   const std::string key_path = Join(path, key);
@@ -344,12 +351,17 @@ void SetNumber(Context* ctx, const Fields& fields, const std::string& path,
                absl::StrCat("must be a number (got ", Describe(f->value), ")"));
     return;
   }
-  if (v < min || v > max || (max_exclusive && v == max)) {
+  if (v < min || v > max || (ends == Ends::kNotMax && v == max) ||
+      (ends == Ends::kNotMin && v == min)) {
     const std::string range =
-        max_exclusive ? absl::StrCat("at least ", FormatNumber(min),
-                                     " and less than ", FormatNumber(max))
-                      : absl::StrCat("between ", FormatNumber(min), " and ",
-                                     FormatNumber(max));
+        ends == Ends::kNotMax
+            ? absl::StrCat("at least ", FormatNumber(min), " and less than ",
+                           FormatNumber(max))
+        : ends == Ends::kNotMin
+            ? absl::StrCat("greater than ", FormatNumber(min), " and at most ",
+                           FormatNumber(max))
+            : absl::StrCat("between ", FormatNumber(min), " and ",
+                           FormatNumber(max));
     ctx->Error(
         f->mark, key_path,
         absl::StrCat("must be ", range, " (got ", f->value.Scalar(), ")"));
@@ -381,6 +393,26 @@ std::optional<std::string> ParseDurationText(absl::string_view text,
   return std::nullopt;
 }
 
+// The duration written at `f` (the value of the key at `key_path`), at least
+// zero; or nullopt, with an error recorded.
+std::optional<absl::Duration> ReadDuration(Context* ctx, const Field& f,
+                                           const std::string& key_path) {
+  if (!f.value.IsScalar()) {
+    ctx->Error(f.mark, key_path,
+               absl::StrCat("must be a duration with a unit, ", kDurationUnits,
+                            " (got ", Describe(f.value), ")"));
+    return std::nullopt;
+  }
+  absl::Duration d;
+  if (std::optional<std::string> why =
+          ParseDurationText(f.value.Scalar(), &d)) {
+    ctx->Error(f.mark, key_path,
+               absl::StrCat(*why, " (got ", Describe(f.value), ")"));
+    return std::nullopt;
+  }
+  return d;
+}
+
 // A duration in [min, max], or (0, max] if `min` is zero.
 void SetDuration(Context* ctx, const Fields& fields, const std::string& path,
                  absl::string_view key, absl::Duration min, absl::Duration max,
@@ -388,19 +420,9 @@ void SetDuration(Context* ctx, const Fields& fields, const std::string& path,
   const Field* f = Find(fields, key);
   if (f == nullptr) return;
   const std::string key_path = Join(path, key);
-  if (!f->value.IsScalar()) {
-    ctx->Error(f->mark, key_path,
-               absl::StrCat("must be a duration with a unit, ", kDurationUnits,
-                            " (got ", Describe(f->value), ")"));
-    return;
-  }
-  absl::Duration d;
-  if (std::optional<std::string> why =
-          ParseDurationText(f->value.Scalar(), &d)) {
-    ctx->Error(f->mark, key_path,
-               absl::StrCat(*why, " (got ", Describe(f->value), ")"));
-    return;
-  }
+  const std::optional<absl::Duration> read = ReadDuration(ctx, *f, key_path);
+  if (!read.has_value()) return;
+  const absl::Duration d = *read;
   const bool too_small = min == absl::ZeroDuration() ? d <= min : d < min;
   if (too_small || d > max) {
     const std::string range =
@@ -415,6 +437,24 @@ void SetDuration(Context* ctx, const Fields& fields, const std::string& path,
     return;
   }
   *out = d;
+}
+
+// A duration in [0, max], where zero switches the feature off.
+void SetDurationOrOff(Context* ctx, const Fields& fields,
+                      const std::string& path, absl::string_view key,
+                      absl::Duration max, absl::Duration* out) {
+  const Field* f = Find(fields, key);
+  if (f == nullptr) return;
+  const std::string key_path = Join(path, key);
+  const std::optional<absl::Duration> d = ReadDuration(ctx, *f, key_path);
+  if (!d.has_value()) return;
+  if (*d > max) {
+    ctx->Error(f->mark, key_path,
+               absl::StrCat("must be at most ", absl::FormatDuration(max),
+                            " (got ", f->value.Scalar(), ")"));
+    return;
+  }
+  *out = *d;
 }
 
 // A YAML 1.2 boolean: true or false (also True, TRUE, False, FALSE). The
@@ -482,12 +522,18 @@ constexpr absl::string_view kPolicyKeys[] = {
     "failure_rate", "slow_call_rate",
     "cooldown",     "probe",
     "rate_limited", "retry_budget",
+    "inflight",     "recovery",
     "fleet"};
 constexpr absl::string_view kPolicyKeysWithMatch[] = {
     "match",        "mode",           "consecutive_failures",
     "failure_rate", "slow_call_rate", "cooldown",
     "probe",        "rate_limited",   "retry_budget",
-    "fleet"};
+    "inflight",     "recovery",       "fleet"};
+
+// The longest recovery.ramp. An hour, like the longest failure_rate.window
+// and retry_budget.ttl: a longer ramp is more likely a slip (10h for 10m)
+// than a wish, and would keep refusing traffic long after the outage.
+constexpr absl::Duration kMaxRecoveryRamp = absl::Hours(1);
 
 // Checks cooldown.max >= cooldown.base after `sub` (the cooldown map at
 // `sub_path`) was applied to *p. A pair both inherited was checked where it
@@ -543,7 +589,7 @@ void ApplyPolicyFields(Context* ctx, const Fields& fields,
   std::string sub_path = Join(path, "failure_rate");
   SubMap(ctx, fields, path, "failure_rate",
          {"threshold", "min_calls", "window"}, &sub);
-  SetNumber(ctx, sub, sub_path, "threshold", 0, 1, false,
+  SetNumber(ctx, sub, sub_path, "threshold", 0, 1, Ends::kBoth,
             &p->failure_rate.threshold);
   SetInt(ctx, sub, sub_path, "min_calls", 1, 1000000,
          &p->failure_rate.min_calls);
@@ -553,7 +599,7 @@ void ApplyPolicyFields(Context* ctx, const Fields& fields,
   sub_path = Join(path, "slow_call_rate");
   SubMap(ctx, fields, path, "slow_call_rate",
          {"threshold", "min_calls", "duration"}, &sub);
-  SetNumber(ctx, sub, sub_path, "threshold", 0, 1, false,
+  SetNumber(ctx, sub, sub_path, "threshold", 0, 1, Ends::kBoth,
             &p->slow_call_rate.threshold);
   SetInt(ctx, sub, sub_path, "min_calls", 1, 1000000,
          &p->slow_call_rate.min_calls);
@@ -567,7 +613,8 @@ void ApplyPolicyFields(Context* ctx, const Fields& fields,
   SetDuration(ctx, sub, sub_path, "max", absl::Milliseconds(1), absl::Hours(24),
               &p->cooldown.max);
   CheckCooldownOrder(ctx, sub, sub_path, inherited_path, *p);
-  SetNumber(ctx, sub, sub_path, "jitter", 0, 1, true, &p->cooldown.jitter);
+  SetNumber(ctx, sub, sub_path, "jitter", 0, 1, Ends::kNotMax,
+            &p->cooldown.jitter);
 
   sub_path = Join(path, "probe");
   SubMap(ctx, fields, path, "probe", {"lease", "required_successes"}, &sub);
@@ -584,12 +631,24 @@ void ApplyPolicyFields(Context* ctx, const Fields& fields,
   sub_path = Join(path, "retry_budget");
   SubMap(ctx, fields, path, "retry_budget", {"ratio", "min_per_second", "ttl"},
          &sub);
-  SetNumber(ctx, sub, sub_path, "ratio", 0, 1000, false,
+  SetNumber(ctx, sub, sub_path, "ratio", 0, 1000, Ends::kBoth,
             &p->retry_budget.ratio);
-  SetNumber(ctx, sub, sub_path, "min_per_second", 0, 1000000, false,
+  SetNumber(ctx, sub, sub_path, "min_per_second", 0, 1000000, Ends::kBoth,
             &p->retry_budget.min_per_second);
   SetDuration(ctx, sub, sub_path, "ttl", absl::Seconds(1), absl::Hours(1),
               &p->retry_budget.ttl);
+
+  sub_path = Join(path, "inflight");
+  SubMap(ctx, fields, path, "inflight", {"hang_after"}, &sub);
+  SetDurationOrOff(ctx, sub, sub_path, "hang_after", kMaxHangAfter,
+                   &p->inflight.hang_after);
+
+  sub_path = Join(path, "recovery");
+  SubMap(ctx, fields, path, "recovery", {"ramp", "start_share"}, &sub);
+  SetDurationOrOff(ctx, sub, sub_path, "ramp", kMaxRecoveryRamp,
+                   &p->recovery.ramp);
+  SetNumber(ctx, sub, sub_path, "start_share", 0, 1, Ends::kNotMin,
+            &p->recovery.start_share);
 
   sub_path = Join(path, "fleet");
   SubMap(ctx, fields, path, "fleet", {"share_window", "quorum"}, &sub);

@@ -15,6 +15,10 @@ namespace {
 
 constexpr int kWindowBuckets = 10;
 constexpr uint64_t kGenerationMask = 0xFFFFFF;  // 24 bits carried in a permit
+constexpr int kPayloadBits = 47;                // generation, seq, probe
+constexpr uint64_t kPayloadMask = (uint64_t{1} << kPayloadBits) - 1;
+constexpr int kSeqShift = 1;
+constexpr int kGenerationShift = kSeqShift + PermitLedger::kSeqBits;
 
 // A 64-bit mixer (the splitmix64 finalizer): fast and well distributed; the
 // permit tag only has to tell our permits from garbage and stale ones.
@@ -27,14 +31,16 @@ uint64_t Mix(uint64_t x) {
   return x;
 }
 
-// Permit layout: [tag:32][generation:24][probe seq:7][probe:1]. The tag is
-// a keyed hash of the payload, the breaker's identity (its address and a
-// hash of its name) and the process secret, so
-// a permit from another process, another breaker or random bytes fails the
-// check (with probability 1 - 2^-31), without storing any permit.
-uint32_t Tag(uint64_t secret, uint64_t identity, uint32_t payload) {
-  return static_cast<uint32_t>(
-             Mix(secret ^ identity ^ (payload * 0x9e3779b97f4a7c15ULL)) >> 32) |
+// Permit layout: [tag:17][generation:24][seq:22][probe:1]. The tag is a
+// keyed hash of the payload, the breaker's identity (its address and a
+// hash of its name) and the process secret, so a permit from another
+// process, another breaker or random bytes fails the check (a random value
+// passes with probability 2^-17: its low bit must be 1 and 16 more bits
+// must match), without storing any permit. seq numbers the breaker's
+// permits (PermitLedger), so each can be reported once.
+uint64_t Tag(uint64_t secret, uint64_t identity, uint64_t payload) {
+  return (Mix(secret ^ identity ^ (payload * 0x9e3779b97f4a7c15ULL)) >>
+          kPayloadBits) |
          1u;  // never zero, so a permit is never zero
 }
 
@@ -48,6 +54,8 @@ Decision ShadowOf(Decision d) {
       return Decision::kShadowRejectedRetryBudget;
     case Decision::kRejectedForcedOpen:
       return Decision::kShadowRejectedForcedOpen;
+    case Decision::kRejectedRamp:
+      return Decision::kShadowRejectedRamp;
     default:
       return d;
   }
@@ -61,16 +69,21 @@ Decision RejectionDecision(RejectReason r) {
       return Decision::kRejectedRetryBudget;
     case RejectReason::kForcedOpen:
       return Decision::kRejectedForcedOpen;
+    case RejectReason::kRamp:
+      return Decision::kRejectedRamp;
     default:
       return Decision::kRejectedOpen;
   }
 }
 
-// reports_ keeps, per class, only the effects the class can have: its
-// verdict's effect under rate_limited "count" (slot 2 * (class - 1)) and
-// late (the next slot); rate limited, which "ignore" makes neutral, has one
-// more slot at the end.
-constexpr int kRateLimitedNeutralSlot = 2 * (kOutcomeClassCount - 1);
+// reports_ keeps, per class, only the effect the class has when it is
+// counted: its verdict's effect under rate_limited "count" (slot class - 1);
+// rate limited, which "ignore" makes neutral, has one more slot at the end.
+// Late and duplicate reports are counted in Breaker::Rare.
+static_assert(static_cast<int>(Decision::kAllowed) == 0 &&
+                  static_cast<int>(Decision::kProbe) == 1,
+              "acquires_ holds the first two decisions");
+constexpr int kRateLimitedNeutralSlot = kOutcomeClassCount - 1;
 
 Effect NaturalEffect(OutcomeClass c) {
   switch (VerdictFor(c, RateLimitedHandling::kCount)) {
@@ -85,14 +98,12 @@ Effect NaturalEffect(OutcomeClass c) {
 }
 
 int ReportSlot(OutcomeClass c, Effect e) {
-  const int base = 2 * (static_cast<int>(c) - 1);
-  if (e == Effect::kLate) return base + 1;
   if (c == OutcomeClass::kRateLimited && e == Effect::kNeutral) {
     return kRateLimitedNeutralSlot;
   }
-  // Every other class has exactly one effect besides late.
+  // Every other class has exactly one effect besides late and duplicate.
   assert(e == NaturalEffect(c));
-  return base;
+  return static_cast<int>(c) - 1;
 }
 
 }  // namespace
@@ -129,17 +140,124 @@ uint64_t Breaker::Identity() const {
 }
 
 uint64_t Breaker::MakePermit(bool probe, uint32_t seq) const {
-  const uint32_t payload =
-      static_cast<uint32_t>((generation_ & kGenerationMask) << 8) |
-      ((seq & 0x7F) << 1) | (probe ? 1u : 0u);
-  return (uint64_t{Tag(context_->permit_secret, Identity(), payload)} << 32) |
+  const uint64_t payload =
+      ((generation_ & kGenerationMask) << kGenerationShift) |
+      (uint64_t{seq & PermitLedger::kSeqMask} << kSeqShift) | (probe ? 1u : 0u);
+  return (Tag(context_->permit_secret, Identity(), payload) << kPayloadBits) |
          payload;
 }
 
 bool Breaker::PermitIsOurs(uint64_t permit) const {
-  const uint32_t payload = static_cast<uint32_t>(permit);
-  return static_cast<uint32_t>(permit >> 32) ==
-         Tag(context_->permit_secret, Identity(), payload);
+  return permit >> kPayloadBits ==
+         Tag(context_->permit_secret, Identity(), permit & kPayloadMask);
+}
+
+int64_t Breaker::HorizonNs() const {
+  return absl::ToInt64Nanoseconds(PermitHorizon(*policy_));
+}
+
+uint64_t Breaker::IssuePermit(Instant now, bool probe) {
+  const uint32_t seq = next_seq_++;
+  if (ledger_ == nullptr) {
+    ledger_ = std::make_unique<PermitLedger>(HorizonNs() /
+                                             PermitLedger::kBucketsPerHorizon);
+    ledger_->set_due_ns(INT64_MAX);
+  }
+  if (ledger_->Issue(seq, now.ns, generation_first_seq_)) {
+    // The new bucket may be the next to hang, or to leave the horizon (a
+    // later permit in it never comes due earlier than its first).
+    const int64_t hang = absl::ToInt64Nanoseconds(policy_->inflight.hang_after);
+    const int64_t due = now.ns + (hang > 0 ? hang : HorizonNs());
+    if (due < ledger_->due_ns()) ledger_->set_due_ns(due);
+  }
+  return MakePermit(probe, seq);
+}
+
+int64_t Breaker::LedgerDue(Instant now) const {
+  return ledger_->NextDue(
+      absl::ToInt64Nanoseconds(policy_->inflight.hang_after),
+      Counting(DerivedState(now)), generation_first_seq_, HorizonNs(),
+      absl::ToInt64Nanoseconds(policy_->failure_rate.window));
+}
+
+void Breaker::TendLedger(Instant now, std::optional<Transition>* transition) {
+  const int64_t hang = absl::ToInt64Nanoseconds(policy_->inflight.hang_after);
+  const State state = DerivedState(now);
+  uint64_t hung = 0;
+  if (hang > 0 && Counting(state)) {
+    hung =
+        ledger_->CountHung(now.ns, hang, WindowWidth(), generation_first_seq_);
+  }
+  ledger_->Expire(now.ns, HorizonNs(),
+                  absl::ToInt64Nanoseconds(policy_->failure_rate.window));
+  if (ledger_->empty()) {
+    ledger_.reset();
+  } else {
+    ledger_->set_due_ns(LedgerDue(now));
+  }
+  if (hung == 0) return;
+  // Hung calls are slow failures in the window, never part of a failure
+  // streak (a crashed client is not five outages), and this sidecar's own
+  // evidence: the fleet's window gets the real outcomes when they come.
+  const uint32_t n =
+      static_cast<uint32_t>(std::min<uint64_t>(hung, UINT32_MAX));
+  const int64_t width = WindowWidth();
+  window_.Add(now.ns, width, kCalls, n);
+  window_.Add(now.ns, width, kFailures, n);
+  window_.Add(now.ns, width, kSlow, n);
+  rare().hung_calls += hung;
+  if (state != State::kClosed) return;
+  if (const auto rule = RateRule(now); rule.has_value()) {
+    *transition =
+        Open(now, state, TransitionReason::kHungCalls, absl::ZeroDuration());
+  }
+}
+
+bool Breaker::ReleaseIdleMemory() {
+  if (ledger_ == nullptr) return false;
+  const Instant now = NowInstant();
+  const bool hang_on = policy_->inflight.hang_after > absl::ZeroDuration();
+  ledger_->Expire(now.ns, HorizonNs(),
+                  absl::ToInt64Nanoseconds(policy_->failure_rate.window),
+                  /*keep_unswept=*/hang_on && Counting(DerivedState(now)),
+                  generation_first_seq_);
+  if (!ledger_->empty()) return false;
+  ledger_.reset();
+  return true;
+}
+
+double Breaker::RampShare(Instant now) const {
+  if (ramp_start_ns_ == 0) return 1;
+  const int64_t ramp = absl::ToInt64Nanoseconds(policy_->recovery.ramp);
+  const int64_t elapsed = now.ns - ramp_start_ns_;
+  if (ramp <= 0 || elapsed >= ramp) return 1;
+  const double start = policy_->recovery.start_share;
+  return start +
+         (1 - start) * static_cast<double>(elapsed) / static_cast<double>(ramp);
+}
+
+bool Breaker::RampAdmits(Instant now, bool retry) {
+  const double share = RampShare(now);
+  if (share >= 1) {
+    // Complete: from here on the breaker is as after any close.
+    ramp_start_ns_ = 0;
+    escalation_ = 0;
+    return true;
+  }
+  if (retry) return false;
+  // By count, not by dice: each first attempt earns the share now in
+  // credit (millionths), and one whole credit admits a call. Over any run
+  // of attempts the admitted share is the ramp's share then, within one
+  // call; nothing banked early is spent in a burst later.
+  ramp_credit_ += static_cast<uint32_t>(share * kRampCreditUnit + 0.5);
+  if (ramp_credit_ < kRampCreditUnit) return false;
+  ramp_credit_ -= kRampCreditUnit;
+  return true;
+}
+
+Breaker::Rare& Breaker::rare() {
+  if (rare_ == nullptr) rare_ = std::make_unique<Rare>();
+  return *rare_;
 }
 
 void Breaker::CacheWidths() {
@@ -195,22 +313,21 @@ void Breaker::CreditStateTime(Instant now,
 }
 
 void Breaker::CountTransition(State from, State to, TransitionReason reason) {
-  if (transitions_ == nullptr) {
-    transitions_ =
-        std::make_unique<std::vector<BreakerSnapshot::TransitionCount>>();
-  }
-  for (auto& t : *transitions_) {
+  std::vector<BreakerSnapshot::TransitionCount>& transitions =
+      rare().transitions;
+  for (auto& t : transitions) {
     if (t.from == from && t.to == to && t.reason == reason) {
       ++t.count;
       return;
     }
   }
-  transitions_->push_back({from, to, reason, 1});
+  transitions.push_back({from, to, reason, 1});
 }
 
 Transition Breaker::MoveTo(Instant now, State from, State to,
                            TransitionReason reason) {
   ++generation_;
+  generation_first_seq_ = next_seq_;
   claim_ = Claim::kNone;
   CountTransition(from, to, reason);
   return Event(now, from, to, reason);
@@ -246,6 +363,16 @@ void Breaker::ClearHistory() {
 
 Transition Breaker::Open(Instant now, State from, TransitionReason reason,
                          absl::Duration retry_after_hint) {
+  if (from == State::kClosed && Ramping(now)) {
+    // The dependency failed again while it was being eased back in: the
+    // next escalation level, and for a local rule the reason says so.
+    ++escalation_;
+    if (reason != TransitionReason::kFleetFailureRate &&
+        reason != TransitionReason::kFleetSlowCallRate) {
+      reason = TransitionReason::kRampFailed;
+    }
+  }
+  ramp_start_ns_ = 0;
   CreditStateTime(now, &state_seconds_);
   state_entered_ns_ = now.ns;
   open_ = true;
@@ -287,7 +414,21 @@ Transition Breaker::Close(Instant now, State from, TransitionReason reason) {
   half_open_seen_ = false;
   probe_permit_ = 0;
   probe_successes_ = 0;
+  // A close after a probe (here or in the fleet) eases the load back in
+  // when the policy ramps; the escalation stays until the ramp completes.
+  const uint32_t escalation = escalation_;
   ClearHistory();
+  ramp_start_ns_ = 0;
+  if (policy_->recovery.ramp > absl::ZeroDuration() &&
+      (reason == TransitionReason::kProbeSucceeded ||
+       reason == TransitionReason::kFleet)) {
+    ramp_start_ns_ = std::max<int64_t>(now.ns, 1);
+    // The first attempt after the close goes through.
+    ramp_credit_ = kRampCreditUnit -
+                   static_cast<uint32_t>(
+                       policy_->recovery.start_share * kRampCreditUnit + 0.5);
+    escalation_ = escalation;
+  }
   // An episode the fleet never confirmed ends here: counted once (the
   // false-positive signal), and its close stays local like its open.
   const bool local = LocalEpisode();
@@ -327,6 +468,11 @@ std::optional<TransitionReason> Breaker::RecordClosed(Instant now,
       consecutive_failures_ >= p.consecutive_failures) {
     return TransitionReason::kConsecutiveFailures;
   }
+  return RateRule(now);
+}
+
+std::optional<TransitionReason> Breaker::RateRule(Instant now) const {
+  const Policy& p = *policy_;
   const WindowCounts w = Window(now);
   if (p.failure_rate.threshold > 0 && w.calls >= p.failure_rate.min_calls &&
       static_cast<double>(w.failures) >=
@@ -349,6 +495,9 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
   last_activity_ns_ = now.ns;
   const Policy& p = *policy_;
   const bool retry = attempt > 0;
+  if (ledger_ != nullptr && now.ns >= ledger_->due_ns()) {
+    TendLedger(now, transition);
+  }
 
   AcquireResult r;
   r.state = DerivedState(now);
@@ -358,8 +507,13 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
     case State::kForcedOpen:
       r.reason = RejectReason::kForcedOpen;
       break;
-    case State::kForcedClosed:
     case State::kClosed:
+      if (ramp_start_ns_ != 0 && !RampAdmits(now, retry)) {
+        r.reason = RejectReason::kRamp;
+        break;
+      }
+      [[fallthrough]];
+    case State::kForcedClosed:
       if (retry && !RetryAllowed(now)) r.reason = RejectReason::kRetryBudget;
       break;
     case State::kOpen:
@@ -367,7 +521,7 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
       r.retry_after = absl::Nanoseconds(open_until_ns_ - now.ns);
       break;
     case State::kHalfOpen: {
-      if (!half_open_seen_) {
+      if (!half_open_seen_ && !transition->has_value()) {
         // The cooldown has run out: record the derived transition the first
         // time anyone observes it.
         CreditStateTime(now, &state_seconds_);
@@ -387,8 +541,7 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
         // Another sidecar holds the fleet's probe, or the claim is pending:
         // r says PROBE_IN_FLIGHT.
       } else {
-        probe_seq_ = (probe_seq_ % 127) + 1;
-        probe_permit_ = MakePermit(/*probe=*/true, probe_seq_);
+        probe_permit_ = IssuePermit(now, /*probe=*/true);
         probe_until_ns_ = now.ns + absl::ToInt64Nanoseconds(p.probe.lease);
         r.allowed = true;
         r.probe = true;
@@ -404,13 +557,17 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
     if (p.mode == Mode::kShadow) {
       decision = ShadowOf(decision);
       r.allowed = true;
-      r.permit = MakePermit(/*probe=*/false, 0);
+      r.permit = IssuePermit(now, /*probe=*/false);
     }
   } else if (!r.probe) {
     r.allowed = true;
-    r.permit = MakePermit(/*probe=*/false, 0);
+    r.permit = IssuePermit(now, /*probe=*/false);
   }
-  ++acquires_[static_cast<int>(decision)];
+  if (static_cast<size_t>(decision) < acquires_.size()) {
+    ++acquires_[static_cast<int>(decision)];
+  } else {
+    ++rare().rejections[static_cast<int>(decision) - acquires_.size()];
+  }
 
   // Retry budget accounting reflects what enforce mode decided.
   if (retry) {
@@ -504,6 +661,7 @@ std::optional<Transition> Breaker::ApplyExternal(const ExternalState& state,
                                     state.open_remaining, absl::ZeroDuration(),
                                     kMaxExternalOpen));
       escalation_ = state.escalation_level;
+      ramp_start_ns_ = 0;
       half_open_seen_ = false;
       probe_permit_ = 0;
       probe_successes_ = 0;
@@ -533,20 +691,33 @@ absl::StatusOr<ReportResult> Breaker::Report(
         "\" (a value not returned by Acquire, another dependency's permit, or "
         "one from before a restart)"));
   }
-  const uint32_t payload = static_cast<uint32_t>(permit);
-  const uint64_t permit_generation = payload >> 8;
-  const bool is_probe = (payload & 1) != 0;
+  const uint64_t permit_generation =
+      (permit >> kGenerationShift) & kGenerationMask;
+  const uint32_t seq =
+      static_cast<uint32_t>(permit >> kSeqShift) & PermitLedger::kSeqMask;
+  const bool is_probe = (permit & 1) != 0;
 
   const Instant now = NowInstant();
   last_activity_ns_ = now.ns;
   const Policy& p = *policy_;
+  if (ledger_ != nullptr && now.ns >= ledger_->due_ns()) {
+    TendLedger(now, transition);
+  }
+  const PermitLedger::Mark mark = ledger_ != nullptr
+                                      ? ledger_->MarkReported(seq, next_seq_)
+                                      : PermitLedger::Mark{};
+  if (mark.seen == PermitLedger::Seen::kDuplicate) {
+    ++rare().duplicates[static_cast<int>(in.outcome)];
+    return ReportResult{DerivedState(now), Effect::kDuplicate};
+  }
 
   if (in.latency > absl::ZeroDuration()) {
     const double s = absl::ToDoubleSeconds(in.latency);
     const auto it = std::lower_bound(kLatencyBucketBounds.begin(),
                                      kLatencyBucketBounds.end(), s);
-    ++latency_buckets_[it - kLatencyBucketBounds.begin()];
-    latency_sum_ += s;
+    if (latency_ == nullptr) latency_ = std::make_unique<Latency>();
+    ++latency_->buckets[it - kLatencyBucketBounds.begin()];
+    latency_->sum_seconds += s;
   }
 
   const Verdict verdict = VerdictFor(in.outcome, p.rate_limited);
@@ -566,9 +737,17 @@ absl::StatusOr<ReportResult> Breaker::Report(
     // Late: counted in metrics, changes nothing.
   } else if (before == State::kClosed || before == State::kForcedClosed) {
     r.effect = counted;
+    if (mark.seen == PermitLedger::Seen::kFirstOfHung) {
+      // The real outcome replaces the hung count, if the window still
+      // holds it.
+      const int64_t width = WindowWidth();
+      window_.Sub(mark.hung_at_ns, width, kCalls);
+      window_.Sub(mark.hung_at_ns, width, kFailures);
+      window_.Sub(mark.hung_at_ns, width, kSlow);
+    }
     const auto trip = RecordClosed(now, verdict, slow,
                                    /*may_trip=*/before == State::kClosed);
-    if (trip.has_value()) {
+    if (trip.has_value() && !transition->has_value()) {
       *transition = Open(now, before, *trip, in.retry_after);
     }
   } else if (is_probe && permit == probe_permit_) {
@@ -585,7 +764,11 @@ absl::StatusOr<ReportResult> Breaker::Report(
       *transition = Close(now, before, TransitionReason::kProbeSucceeded);
     }
   }
-  ++reports_[ReportSlot(in.outcome, r.effect)];
+  if (r.effect == Effect::kLate) {
+    ++rare().late[static_cast<int>(in.outcome)];
+  } else {
+    ++reports_[ReportSlot(in.outcome, r.effect)];
+  }
   r.state = DerivedState(now);
   return r;
 }
@@ -603,6 +786,7 @@ Transition Breaker::Force(Override to) {
   state_entered_ns_ = now.ns;
   override_ = to;
   probe_permit_ = 0;
+  ramp_start_ns_ = 0;
   return to == Override::kForcedOpen ? MoveTo(now, from, State::kForcedOpen,
                                               TransitionReason::kForcedOpen)
                                      : MoveTo(now, from, State::kForcedClosed,
@@ -627,6 +811,8 @@ std::optional<Transition> Breaker::SetPolicy(
   if (BudgetWidth() != old_budget) {
     budget_.Rebucket(now.ns, old_budget, BudgetWidth());
   }
+  // hang_after may have changed: tend the ledger at the next call.
+  if (ledger_ != nullptr) ledger_->set_due_ns(0);
   if (!mode_changed) return std::nullopt;
   const State state = DerivedState(now);
   return Event(now, state, state, TransitionReason::kReload);
@@ -718,9 +904,10 @@ State Breaker::CurrentState() const { return DerivedState(NowInstant()); }
 bool Breaker::IsIdle(absl::Duration idle_ttl) const {
   const Instant now = NowInstant();
   return override_ == Override::kNone && !open_ && consecutive_failures_ == 0 &&
-         escalation_ == 0 &&
+         escalation_ == 0 && ramp_start_ns_ == 0 &&
          now.ns - last_activity_ns_ >= absl::ToInt64Nanoseconds(idle_ttl) &&
-         Window(now).calls == 0;
+         Window(now).calls == 0 &&
+         (ledger_ == nullptr || ledger_->Inflight(now.ns, HorizonNs()) == 0);
 }
 
 BreakerSnapshot Breaker::Snapshot() const {
@@ -739,6 +926,11 @@ BreakerSnapshot Breaker::Snapshot() const {
                              static_cast<double>(s.window.calls);
   s.consecutive_failures = consecutive_failures_;
   s.escalation_level = escalation_;
+  s.admit_share = s.state == State::kClosed ? RampShare(now) : 1;
+  // A ramp that has run its course clears the escalation at the next
+  // Acquire; show it as it will be.
+  if (ramp_start_ns_ != 0 && s.admit_share >= 1) s.escalation_level = 0;
+  if (ledger_ != nullptr) s.inflight = ledger_->Inflight(now.ns, HorizonNs());
   s.policy = policy_->match;
   s.shadow = policy_->mode == Mode::kShadow;
   s.probe_in_flight = s.state == State::kHalfOpen && probe_permit_ != 0 &&
@@ -755,24 +947,34 @@ BreakerSnapshot Breaker::Snapshot() const {
     s.fleet_window_failures = fleet_window_failures_;
   }
   s.fleet_unconfirmed_opens = fleet_unconfirmed_opens_;
-  s.acquires = acquires_;
+  std::copy(acquires_.begin(), acquires_.end(), s.acquires.begin());
   for (int c = 1; c < kOutcomeClassCount; ++c) {
     const auto cls = static_cast<OutcomeClass>(c);
-    for (Effect e : {NaturalEffect(cls), Effect::kLate}) {
-      s.reports[c][static_cast<int>(e)] = reports_[ReportSlot(cls, e)];
-    }
+    const Effect e = NaturalEffect(cls);
+    s.reports[c][static_cast<int>(e)] = reports_[ReportSlot(cls, e)];
   }
   s.reports[static_cast<int>(OutcomeClass::kRateLimited)]
            [static_cast<int>(Effect::kNeutral)] =
       reports_[kRateLimitedNeutralSlot];
   s.retries_granted = retries_granted_;
   s.retries_rejected = retries_rejected_;
-  if (transitions_ != nullptr) s.transitions = *transitions_;
+  if (rare_ != nullptr) {
+    s.transitions = rare_->transitions;
+    s.hung_calls = rare_->hung_calls;
+    for (int c = 1; c < kOutcomeClassCount; ++c) {
+      s.reports[c][static_cast<int>(Effect::kDuplicate)] = rare_->duplicates[c];
+      s.reports[c][static_cast<int>(Effect::kLate)] = rare_->late[c];
+    }
+    std::copy(rare_->rejections.begin(), rare_->rejections.end(),
+              s.acquires.begin() + acquires_.size());
+  }
   s.state_seconds = state_seconds_;
   CreditStateTime(now, &s.state_seconds);
-  s.latency_buckets = latency_buckets_;
-  s.latency_sum_seconds = latency_sum_;
-  for (uint64_t c : latency_buckets_) s.latency_count += c;
+  if (latency_ != nullptr) {
+    s.latency_buckets = latency_->buckets;
+    s.latency_sum_seconds = latency_->sum_seconds;
+    for (uint64_t c : latency_->buckets) s.latency_count += c;
+  }
   return s;
 }
 

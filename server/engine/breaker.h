@@ -24,6 +24,7 @@
 #include "server/engine/bucket_ring.h"
 #include "server/engine/clock.h"
 #include "server/engine/outcome.h"
+#include "server/engine/permit_ledger.h"
 #include "server/engine/policy.h"
 #include "server/engine/types.h"
 
@@ -96,7 +97,9 @@ class Breaker {
 
   // Records the outcome of a call made under `permit`. Returns
   // INVALID_ARGUMENT, changing nothing, if this breaker never issued
-  // `permit`. If the report moved the breaker, *transition is set.
+  // `permit`; Effect::kDuplicate, changing nothing, if the permit was
+  // reported already (within the permit horizon). If the report moved the
+  // breaker, *transition is set.
   absl::StatusOr<ReportResult> Report(uint64_t permit, const ReportInput& in,
                                       std::optional<Transition>* transition);
 
@@ -147,9 +150,16 @@ class Breaker {
   uint64_t generation() const { return generation_; }
 
   // True if the breaker holds nothing worth keeping: closed without
-  // override, no counted outcome in the window, no failure streak, no
-  // escalation, and no Acquire or Report for at least `idle_ttl`.
+  // override, not ramping, no counted outcome in the window, no failure
+  // streak, no escalation, no permit out within the permit horizon, and no
+  // Acquire or Report for at least `idle_ttl`.
   bool IsIdle(absl::Duration idle_ttl) const;
+
+  // Frees what the permit ledger no longer needs (all of it once every
+  // permit is past the horizon). Moves nothing: hung calls are counted only
+  // by Acquire and Report. For the Registry's eviction pass. Returns true
+  // if the ledger was freed.
+  bool ReleaseIdleMemory();
 
  private:
   enum class Override : uint8_t { kNone, kForcedOpen, kForcedClosed };
@@ -177,6 +187,27 @@ class Breaker {
   // nobody has yet.
   bool FleetAllowsProbe(Instant now, AcquireResult* r);
   uint64_t MakePermit(bool probe, uint32_t seq) const;
+  // Numbers a new permit, records it in the ledger and returns it.
+  uint64_t IssuePermit(Instant now, bool probe);
+  // The permit horizon and the ledger's bucket width, in nanoseconds.
+  int64_t HorizonNs() const;
+  // Counts hung permits (a trip they cause goes to *transition) and drops
+  // what the ledger no longer needs. REQUIRES: ledger_ non-null.
+  void TendLedger(Instant now, std::optional<Transition>* transition);
+  // When the ledger next needs TendLedger.
+  int64_t LedgerDue(Instant now) const;
+  // True while the permits of the current generation count toward the
+  // window (closed or forced closed).
+  bool Counting(State s) const {
+    return s == State::kClosed || s == State::kForcedClosed;
+  }
+  // Gentle recovery: the share of first attempts admitted at `now` (1 when
+  // not ramping); whether the ramp runs.
+  double RampShare(Instant now) const;
+  bool Ramping(Instant now) const { return RampShare(now) < 1; }
+  // Admits or refuses a call in a closed breaker that is ramping; ends the
+  // ramp (clearing the escalation) once it is complete.
+  bool RampAdmits(Instant now, bool retry);
   bool PermitIsOurs(uint64_t permit) const;
   // Keys this breaker's permits: unique among live breakers.
   uint64_t Identity() const;
@@ -197,6 +228,8 @@ class Breaker {
   // Counts a closed-state outcome; returns the trip reason if a rule fires.
   std::optional<TransitionReason> RecordClosed(Instant now, Verdict verdict,
                                                bool slow, bool may_trip);
+  // The window's rate rule that fires at `now`, if any.
+  std::optional<TransitionReason> RateRule(Instant now) const;
 
   // The event for a change to `to` at the current generation.
   Transition Event(Instant now, State from, State to,
@@ -229,8 +262,6 @@ class Breaker {
   // Set once the open -> half-open transition has been recorded for the
   // current open period (half-open itself is derived, not stored).
   bool half_open_seen_ = false;
-  // Numbers the probes (7 bits go into the permit).
-  uint8_t probe_seq_ = 0;
   // Fleet mode: the probe claim, valid until claim_until_ns_ (for kPending:
   // when to ask again if no answer came).
   Claim claim_ = Claim::kNone;
@@ -270,19 +301,52 @@ class Breaker {
   // Probe successes in a row in the current half-open period.
   uint32_t probe_successes_ = 0;
 
+  // Permits: numbered in issue order (the low PermitLedger::kSeqBits go
+  // into the permit); generation_first_seq_ is the number of the current
+  // generation's first. The ledger exists only while permits are within
+  // the horizon.
+  uint32_t next_seq_ = 0;
+  uint32_t generation_first_seq_ = 0;
+  std::unique_ptr<PermitLedger> ledger_;
+
+  // Gentle recovery: when the running ramp began (0: none), and the
+  // admission credit of first attempts (RampAdmits), in millionths.
+  static constexpr uint32_t kRampCreditUnit = 1000000;
+  int64_t ramp_start_ns_ = 0;
+  uint32_t ramp_credit_ = 0;
+
   // Metrics, read at scrape time through Snapshot().
   int64_t state_entered_ns_ = 0;
   std::array<double, kStateCount> state_seconds_{};
-  std::array<uint64_t, kDecisionCount> acquires_{};
-  // Report counts, only for the effects each class can have (see
+  // Acquires decided kAllowed and kProbe; the rejections, rarer, are in
+  // Rare.
+  std::array<uint64_t, 2> acquires_{};
+  // Counted report counts, only for the effect each class has (see
   // ReportSlot in breaker.cc); Snapshot() spreads them over the effects.
-  std::array<uint64_t, 2 * (kOutcomeClassCount - 1) + 1> reports_{};
+  std::array<uint64_t, kOutcomeClassCount> reports_{};
   uint64_t retries_granted_ = 0;
   uint64_t retries_rejected_ = 0;
-  // Allocated at the first transition: most breakers never move.
-  std::unique_ptr<std::vector<BreakerSnapshot::TransitionCount>> transitions_;
-  std::array<uint64_t, kLatencyBuckets + 1> latency_buckets_{};
-  double latency_sum_ = 0;
+  // Counters most breakers never need, allocated at first use: a breaker
+  // that never moves, never refuses and never sees a late or repeated
+  // report costs a pointer.
+  struct Rare {
+    std::vector<BreakerSnapshot::TransitionCount> transitions;
+    // Acquires by decision, from kRejectedOpen on.
+    std::array<uint64_t, kDecisionCount - 2> rejections{};
+    // Late and duplicate reports, by outcome class.
+    std::array<uint64_t, kOutcomeClassCount> late{};
+    std::array<uint64_t, kOutcomeClassCount> duplicates{};
+    uint64_t hung_calls = 0;
+  };
+  Rare& rare();
+  std::unique_ptr<Rare> rare_;
+  // The reported-latency histogram, allocated at the first report that
+  // carries a latency.
+  struct Latency {
+    std::array<uint64_t, kLatencyBuckets + 1> buckets{};
+    double sum_seconds = 0;
+  };
+  std::unique_ptr<Latency> latency_;
 };
 
 }  // namespace breakerd

@@ -26,7 +26,7 @@ class BucketRing {
   // never earlier than in a previous call with the same width.
   void Add(int64_t now, int64_t width, int counter, uint32_t delta = 1) {
     const uint32_t epoch = EpochOf(now, width);
-    Advance(epoch);
+    Advance(epoch, now, width);
     buckets_[epoch % kBuckets][counter] += delta;
     if (cache_valid_ && cache_epoch_ == epoch) cache_[counter] += delta;
   }
@@ -59,6 +59,19 @@ class BucketRing {
     return sum;
   }
 
+  // Takes back up to `delta` from the bucket that held `at` (an earlier
+  // Add), if the ring still holds it; a count never goes below zero.
+  // Returns true if the whole delta was taken.
+  bool Sub(int64_t at, int64_t width, int counter, uint32_t delta = 1) {
+    const uint32_t epoch = EpochOf(at, width);
+    if (head_ - epoch >= static_cast<uint32_t>(kBuckets)) return false;
+    uint32_t& c = buckets_[epoch % kBuckets][counter];
+    const uint32_t taken = c < delta ? c : delta;
+    c -= taken;
+    cache_valid_ = false;
+    return taken == delta;
+  }
+
   void Clear() {
     buckets_ = {};
     cache_valid_ = false;
@@ -69,23 +82,32 @@ class BucketRing {
   void Rebucket(int64_t now, int64_t old_width, int64_t new_width) {
     const Counts kept = Sum(now, old_width);
     Clear();  // also drops the cache, which was for the old width
-    head_ = EpochOf(now, new_width);
+    head_ = static_cast<uint32_t>(now / new_width);
+    head_start_ = now - now % new_width;
     for (int i = 0; i < kCounters; ++i) {
       buckets_[head_ % kBuckets][i] = static_cast<uint32_t>(kept[i]);
     }
   }
 
  private:
-  static uint32_t EpochOf(int64_t now, int64_t width) {
+  uint32_t EpochOf(int64_t now, int64_t width) const {
+    // Within the newest bucket, the usual case, no division is needed (a
+    // 64-bit division costs tens of cycles, several times per call).
+    if (static_cast<uint64_t>(now - head_start_) <
+        static_cast<uint64_t>(width)) {
+      return head_;
+    }
     // Plain 64-bit nanoseconds; epochs wrap at 32 bits, only differences
     // are used.
     return static_cast<uint32_t>(now / width);
   }
 
-  // Makes `epoch` the newest bucket, clearing the buckets it skips over.
-  void Advance(uint32_t epoch) {
+  // Makes `epoch` (which holds `now`) the newest bucket, clearing the
+  // buckets it skips over.
+  void Advance(uint32_t epoch, int64_t now, int64_t width) {
     const uint32_t gap = epoch - head_;
     if (gap == 0) return;
+    head_start_ = now - now % width;
     if (gap >= kBuckets) {
       buckets_ = {};
     } else {
@@ -95,7 +117,8 @@ class BucketRing {
   }
 
   std::array<std::array<uint32_t, kCounters>, kBuckets> buckets_{};
-  uint32_t head_ = 0;  // epoch of the newest bucket
+  uint32_t head_ = 0;       // epoch of the newest bucket
+  int64_t head_start_ = 0;  // and when it began (Clock nanoseconds)
   // The sums for cache_epoch_, kept up to date by Add. Mutable: Sum is
   // logically const; the owner serializes every access.
   mutable std::array<uint32_t, kCounters> cache_{};

@@ -1,5 +1,7 @@
 #include "server/engine/mutex.h"
 
+#include <sched.h>
+
 #include <mutex>
 
 namespace breakerd {
@@ -11,6 +13,23 @@ void DisableDeadlockDetection() {
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   });
 #endif
+}
+
+void SpinLock::LockSlow() {
+  for (int spins = 0;; ++spins) {
+    // Wait on a plain load (no cache-line ping-pong), then try again.
+    while (held_.load(std::memory_order_relaxed)) {
+      if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        ++spins;
+      } else {
+        sched_yield();
+      }
+    }
+    if (!held_.exchange(true, std::memory_order_acquire)) return;
+  }
 }
 
 }  // namespace breakerd

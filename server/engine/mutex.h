@@ -24,6 +24,8 @@
 #endif
 #endif
 
+#include <atomic>
+
 #include "absl/time/time.h"
 
 #ifdef BREAKERD_STD_MUTEX
@@ -71,6 +73,32 @@ class ABSL_LOCKABLE Mutex {
  private:
   friend class CondVar;
   ExclusiveImpl mu_;
+};
+
+// A lock for critical sections of a few hundred nanoseconds taken millions
+// of times a second: the Registry's shard locks. Uncontended, locking is one
+// atomic exchange and unlocking one release store, all inline (an
+// absl::Mutex lock and unlock cost about 60 instructions in out-of-line
+// calls). A contended caller spins briefly on a plain load, then yields
+// the CPU between tries, so a holder that was preempted gets to run.
+// Not fair, not reentrant; no condition variable. ThreadSanitizer sees the
+// atomics, so it is instrumented in every build.
+class ABSL_LOCKABLE SpinLock {
+ public:
+  SpinLock() = default;
+  SpinLock(const SpinLock&) = delete;
+  SpinLock& operator=(const SpinLock&) = delete;
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    if (!held_.exchange(true, std::memory_order_acquire)) return;
+    LockSlow();
+  }
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    held_.store(false, std::memory_order_release);
+  }
+
+ private:
+  void LockSlow();
+  std::atomic<bool> held_{false};
 };
 
 // A condition variable for Mutex. Waits may return spuriously: wait in a
@@ -159,6 +187,7 @@ class ABSL_SCOPED_LOCKABLE ScopedLock {
   M* const mu_;
 };
 using MutexLock = ScopedLock<Mutex>;
+using SpinLockHolder = ScopedLock<SpinLock>;
 using WriterMutexLock = ScopedLock<SharedMutex>;
 
 // Holds `mu` shared for its scope.

@@ -87,6 +87,26 @@ struct Policy {
     absl::Duration ttl = absl::Seconds(10);
   } retry_budget;
 
+  struct Inflight {
+    // A permit of the current generation not reported this long after its
+    // Acquire counts, from then on, as a slow call and a failure in the
+    // failure-rate window (never toward consecutive_failures); zero
+    // switches it off (default). At most 5 minutes. When on, it is also the
+    // horizon within which a repeated Report is known as a duplicate
+    // (kDefaultPermitHorizon otherwise).
+    absl::Duration hang_after = absl::ZeroDuration();
+  } inflight;
+
+  struct Recovery {
+    // After a probe closes the breaker, first attempts are admitted at a
+    // share rising linearly from start_share to 1 over this long; the rest,
+    // and every retry, are refused (REJECT_REASON_RAMP). Zero switches it
+    // off (default).
+    absl::Duration ramp = absl::ZeroDuration();
+    // The share admitted when the ramp starts, in (0, 1].
+    double start_share = 0.1;
+  } recovery;
+
   // Fleet mode (--redis) only; ignored without a fleet.
   struct Fleet {
     // Flush this breaker's window counts to the fleet and evaluate the
@@ -102,6 +122,17 @@ struct Policy {
 
   bool operator==(const Policy& other) const;
 };
+
+// The longest inflight.hang_after.
+inline constexpr absl::Duration kMaxHangAfter = absl::Minutes(5);
+// How long a permit is remembered (duplicate Reports refused, and a breaker
+// with it out kept from eviction) when inflight.hang_after is off.
+inline constexpr absl::Duration kDefaultPermitHorizon = absl::Seconds(60);
+// The permit horizon of a policy: hang_after when on, else the default.
+inline absl::Duration PermitHorizon(const Policy& p) {
+  return p.inflight.hang_after > absl::ZeroDuration() ? p.inflight.hang_after
+                                                      : kDefaultPermitHorizon;
+}
 
 struct Limits {
   // Most breakers held at once; Acquire for a new name past it fails with

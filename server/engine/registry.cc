@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <optional>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -79,7 +80,7 @@ auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
   // shard's map (which uses the low bits).
   const size_t hash = HashName(dependency);
   Shard& shard = shards_[hash >> kShardShift];
-  MutexLock lock(&shard.mu);
+  SpinLockHolder lock(&shard.mu);
   auto it = shard.map.find(dependency, hash);
   if (it == shard.map.end()) {
     // Only valid names are ever inserted, so a name found needs no check.
@@ -176,42 +177,41 @@ absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
     return absl::InvalidArgumentError("retry_after: must not be negative");
   }
   ReportInput in{*outcome, facts.latency, facts.retry_after};
-  bool queue_for_fleet = false;
-  absl::StatusOr<absl::StatusOr<ReportResult>> found =
-      WithBreaker(dependency, /*create=*/false, [&](Breaker& b) {
-        std::optional<Transition> transition;
-        absl::StatusOr<ReportResult> r = b.Report(permit, in, &transition);
-        if (transition.has_value()) Notify(*transition);
-        queue_for_fleet = context_.arbiter != nullptr && b.QueueForFleet();
-        return r;
-      });
-  if (queue_for_fleet) {
-    // Once per breaker between two TakeFleetDeltas: the lock again is
-    // cheaper than keeping the shard in the lambda's reach.
-    Shard& shard = ShardFor(dependency);
-    MutexLock lock(&shard.mu);
-    shard.fleet_queue.emplace_back(dependency);
+  // The lookup of WithBreaker, inline: the hot path builds one StatusOr.
+  const size_t hash = HashName(dependency);
+  Shard& shard = shards_[hash >> kShardShift];
+  std::optional<absl::StatusOr<ReportResult>> found;
+  {
+    SpinLockHolder lock(&shard.mu);
+    auto it = shard.map.find(dependency, hash);
+    if (it != shard.map.end()) {
+      Breaker& b = *it->second;
+      std::optional<Transition> transition;
+      found.emplace(b.Report(permit, in, &transition));
+      if (transition.has_value()) Notify(*transition);
+      // Once per breaker between two TakeFleetDeltas.
+      if (context_.arbiter != nullptr && b.QueueForFleet()) {
+        shard.fleet_queue.emplace_back(dependency);
+      }
+    }
   }
-  if (!found.ok() && !absl::IsNotFound(found.status())) {
-    return found.status();  // a bad dependency name
+  if (!found.has_value()) {
+    // Only valid names are ever inserted, so a name found needs no check.
+    if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
+    found.emplace(absl::InvalidArgumentError(absl::StrCat(
+        "permit: ", permit,
+        " was not issued by this breakerd for dependency \"", dependency,
+        "\" (no breaker exists for it: a permit from before a restart?)")));
   }
-  absl::StatusOr<ReportResult> result =
-      found.ok() ? *std::move(found)
-                 : absl::InvalidArgumentError(absl::StrCat(
-                       "permit: ", permit,
-                       " was not issued by this breakerd for dependency \"",
-                       dependency,
-                       "\" (no breaker exists for it: a permit from before a "
-                       "restart?)"));
-  if (!result.ok()) unknown_permits_.fetch_add(1, std::memory_order_relaxed);
-  return result;
+  if (!found->ok()) unknown_permits_.fetch_add(1, std::memory_order_relaxed);
+  return *std::move(found);
 }
 
 absl::StatusOr<BreakerSnapshot> Registry::Get(
     absl::string_view dependency) const {
   if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
   Shard& shard = ShardFor(dependency);
-  MutexLock lock(&shard.mu);
+  SpinLockHolder lock(&shard.mu);
   auto it = shard.map.find(dependency);
   if (it == shard.map.end()) {
     return absl::NotFoundError(
@@ -230,7 +230,7 @@ void Registry::ForEachInShard(
     size_t shard, const std::function<void(const BreakerSnapshot&)>& fn) const {
   assert(shard < kShards);
   const Shard& s = shards_[shard];
-  MutexLock lock(&s.mu);
+  SpinLockHolder lock(&s.mu);
   for (const auto& [name, breaker] : s.map) fn(breaker->Snapshot());
 }
 
@@ -239,7 +239,7 @@ size_t Registry::SumCounters(BreakerSnapshot* total) const {
   AddCounters(evicted_counters_, total);
   size_t breakers = 0;
   for (const Shard& shard : shards_) {
-    MutexLock lock(&shard.mu);
+    SpinLockHolder lock(&shard.mu);
     for (const auto& [name, breaker] : shard.map) {
       AddCounters(breaker->Snapshot(), total);
       ++breakers;
@@ -300,7 +300,7 @@ std::vector<FleetDelta> Registry::TakeFleetDeltas() {
   std::vector<FleetDelta> out;
   std::vector<std::string> names;
   for (Shard& shard : shards_) {
-    MutexLock lock(&shard.mu);
+    SpinLockHolder lock(&shard.mu);
     if (shard.fleet_queue.empty()) continue;
     names.clear();
     names.swap(shard.fleet_queue);
@@ -335,7 +335,7 @@ void Registry::ApplyPolicies(std::shared_ptr<const PolicySet> policies) {
     policies_ = policies;
   }
   for (Shard& shard : shards_) {
-    MutexLock lock(&shard.mu);
+    SpinLockHolder lock(&shard.mu);
     for (auto& [name, breaker] : shard.map) {
       if (std::optional<Transition> t =
               breaker->SetPolicy(policies->Match(name))) {
@@ -345,13 +345,14 @@ void Registry::ApplyPolicies(std::shared_ptr<const PolicySet> policies) {
   }
 }
 
-size_t Registry::EvictIdle() {
+size_t Registry::EvictIdle(size_t* ledgers_released) {
   const absl::Duration ttl = policies()->limits.idle_ttl;
-  size_t evicted = 0;
+  size_t evicted = 0, released = 0;
   MutexLock evict_lock(&evict_mu_);
   for (Shard& shard : shards_) {
-    MutexLock lock(&shard.mu);
+    SpinLockHolder lock(&shard.mu);
     for (auto it = shard.map.begin(); it != shard.map.end();) {
+      if (it->second->ReleaseIdleMemory()) ++released;
       if (it->second->IsIdle(ttl)) {
         uint64_t floor = generation_floor_.load(std::memory_order_relaxed);
         const uint64_t next = it->second->generation() + 1;
@@ -367,6 +368,7 @@ size_t Registry::EvictIdle() {
     }
   }
   count_.fetch_sub(evicted, std::memory_order_relaxed);
+  if (ledgers_released != nullptr) *ledgers_released = released;
   return evicted;
 }
 

@@ -170,8 +170,12 @@ class Registry {
   std::shared_ptr<const PolicySet> policies() const;
 
   // Removes idle breakers (see Breaker::IsIdle); returns how many. Their
-  // counters are kept, summed, for SumCounters.
-  size_t EvictIdle() ABSL_LOCKS_EXCLUDED(evict_mu_);
+  // counters are kept, summed, for SumCounters. Also frees the permit
+  // ledgers that hold nothing within their horizon any more
+  // (Breaker::ReleaseIdleMemory); *ledgers_released (if not null) gets how
+  // many.
+  size_t EvictIdle(size_t* ledgers_released = nullptr)
+      ABSL_LOCKS_EXCLUDED(evict_mu_);
 
   size_t size() const { return count_.load(std::memory_order_relaxed); }
   // The generation a breaker created now starts at: above every generation
@@ -190,7 +194,7 @@ class Registry {
   static constexpr size_t kShards = kShardCount;
   static constexpr int kShardShift = 56;  // 64 - log2(kShards)
   struct Shard {
-    mutable Mutex mu;
+    mutable SpinLock mu;
     // Keys view the breaker's own name (no second copy of every name).
     absl::flat_hash_map<absl::string_view, std::unique_ptr<Breaker>, NameHasher,
                         NameEq>

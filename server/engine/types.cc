@@ -45,6 +45,10 @@ absl::string_view DecisionName(Decision d) {
       return "shadow_rejected_retry_budget";
     case Decision::kShadowRejectedForcedOpen:
       return "shadow_rejected_forced_open";
+    case Decision::kRejectedRamp:
+      return "rejected_ramp";
+    case Decision::kShadowRejectedRamp:
+      return "shadow_rejected_ramp";
   }
   return "unknown";
 }
@@ -59,6 +63,8 @@ absl::string_view EffectName(Effect e) {
       return "neutral";
     case Effect::kLate:
       return "late";
+    case Effect::kDuplicate:
+      return "duplicate";
   }
   return "unknown";
 }
@@ -91,6 +97,10 @@ absl::string_view TransitionReasonName(TransitionReason r) {
       return "fleet_failure_rate";
     case TransitionReason::kFleetSlowCallRate:
       return "fleet_slow_call_rate";
+    case TransitionReason::kRampFailed:
+      return "ramp_failed";
+    case TransitionReason::kHungCalls:
+      return "hung_calls";
     case TransitionReason::kReload:
       return "reload";
   }
@@ -129,6 +139,7 @@ void AddCounters(const BreakerSnapshot& from, BreakerSnapshot* into) {
   into->latency_sum_seconds += from.latency_sum_seconds;
   into->latency_count += from.latency_count;
   into->fleet_unconfirmed_opens += from.fleet_unconfirmed_opens;
+  into->hung_calls += from.hung_calls;
 }
 
 }  // namespace breakerd

@@ -34,6 +34,9 @@ enum class RejectReason : uint8_t {
   kProbeInFlight = 2,
   kRetryBudget = 3,
   kForcedOpen = 4,
+  // Gentle recovery: past the share the ramp admits now, or a retry while
+  // ramping.
+  kRamp = 5,
 };
 
 // Matches breakerd.v1.Effect.
@@ -42,8 +45,11 @@ enum class Effect : uint8_t {
   kCountedFailure = 2,
   kNeutral = 3,
   kLate = 4,
+  // The permit was reported already (within the permit horizon): nothing
+  // changes. Wins over kLate.
+  kDuplicate = 5,
 };
-inline constexpr int kEffectCount = 5;  // index 0 unused
+inline constexpr int kEffectCount = 6;  // index 0 unused
 
 // The decision label of breakerd_acquire_total. In shadow mode a rejection
 // is counted as kShadow* and the call is allowed.
@@ -58,8 +64,10 @@ enum class Decision : uint8_t {
   kShadowRejectedProbeInFlight,
   kShadowRejectedRetryBudget,
   kShadowRejectedForcedOpen,
+  kRejectedRamp,
+  kShadowRejectedRamp,
 };
-inline constexpr int kDecisionCount = 10;
+inline constexpr int kDecisionCount = 12;
 
 enum class TransitionReason : uint8_t {
   kConsecutiveFailures,
@@ -79,6 +87,12 @@ enum class TransitionReason : uint8_t {
   // fleet's sums over the window (with failures from a quorum of sidecars).
   kFleetFailureRate,
   kFleetSlowCallRate,
+  // A trip while gentle recovery was ramping: reopened at the next
+  // escalation level.
+  kRampFailed,
+  // The hung calls just counted (inflight.hang_after) are what tipped the
+  // failure-rate or slow-call-rate rule.
+  kHungCalls,
   // Not a state change: a reload changed the breaker's mode (enforce /
   // shadow). The event carries from == to and the current generation, so
   // Watch clients learn the new mode; it is not counted as a transition and
@@ -246,6 +260,14 @@ struct BreakerSnapshot {
   uint64_t latency_count = 0;
   // Fleet mode: local open episodes that ended never confirmed by the fleet.
   uint64_t fleet_unconfirmed_opens = 0;
+  // Permits out within the permit horizon: not reported, not hung.
+  uint64_t inflight = 0;
+  // Permits counted as hung (inflight.hang_after), since the breaker was
+  // created (monotonic).
+  uint64_t hung_calls = 0;
+  // Gentle recovery: the share of first attempts admitted now; 1 when not
+  // ramping.
+  double admit_share = 1;
 };
 
 // Adds the monotonic counters of `from` to `into`: acquires, reports,

@@ -47,14 +47,16 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
     Def("breakerd_acquire_total", MetricKind::kCounter, kDecisionLabels, 1,
         "Acquire decisions since the breaker was created. decision: allowed, "
         "probe (the half-open trial call), rejected_<why> (open, "
-        "probe_in_flight, retry_budget, forced_open), or "
+        "probe_in_flight, retry_budget, forced_open, ramp: past the share "
+        "of a breaker recovering after its probe, or a retry meanwhile), or "
         "shadow_rejected_<why> (shadow mode: would have been rejected, was "
         "allowed)."),
     Def("breakerd_reports_total", MetricKind::kCounter, kReportLabels, 1,
         "Reported call outcomes since the breaker was created, by outcome "
         "class and by effect on the breaker (counted_success, "
         "counted_failure, neutral, late: from an earlier generation, no "
-        "state change)."),
+        "state change; duplicate: the permit was reported already, no state "
+        "change)."),
     Def("breakerd_failure_rate", MetricKind::kGauge, kDependency, 1,
         "Share of counted failures among counted outcomes in the breaker's "
         "sliding window, 0 to 1 (0 when the window is empty)."),
@@ -68,7 +70,23 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
         kLatencyBucketBounds),
     Def("breakerd_retries_total", MetricKind::kCounter, kDecisionLabels, 0,
         "Acquire calls with attempt > 0: granted by the retry budget or "
-        "rejected (budget spent, or breaker not closed)."),
+        "rejected (budget spent, breaker not closed, or recovering after "
+        "its probe: recovery.ramp admits no retry)."),
+    Def("breakerd_inflight", MetricKind::kGauge, kDependency, 1,
+        "Calls in flight: permits acquired within the permit horizon "
+        "(inflight.hang_after, or 60 s when that is off) and neither "
+        "reported yet nor counted as hung."),
+    Def("breakerd_hung_calls_total", MetricKind::kCounter, kDependency, 0,
+        "Calls counted as hung since the breaker was created: permits not "
+        "reported inflight.hang_after after their Acquire, from then on "
+        "counted as slow calls and as failures in the sliding window (never "
+        "toward consecutive_failures) until their real Report replaces "
+        "them."),
+    Def("breakerd_admit_share", MetricKind::kGauge, kDependency, 1,
+        "Gentle recovery (recovery.ramp): the share of first attempts the "
+        "breaker admits now, 0 to 1, rising over the ramp after a probe "
+        "closed it; 1 when not ramping. The rest, and every retry, are "
+        "rejected_ramp."),
     Def("breakerd_fleet_window_calls", MetricKind::kGauge, kDependency, 0,
         "Fleet mode: counted calls in the fleet's window for the dependency "
         "(every sidecar's, summed in Redis), as last read by this sidecar; "
@@ -287,6 +305,16 @@ void EmitBreakerSamples(const BreakerSnapshot& s, FamilySet families,
       sink->AddCount(FamilyId::kRetries, {dep, "rejected"}, s.retries_rejected);
     }
   }
+
+  if (Has(families, FamilyId::kInflight)) {
+    sink->AddCount(FamilyId::kInflight, {dep}, s.inflight);
+  }
+  if (Has(families, FamilyId::kHungCalls) && s.hung_calls > 0) {
+    sink->AddCount(FamilyId::kHungCalls, {dep}, s.hung_calls);
+  }
+  if (Has(families, FamilyId::kAdmitShare)) {
+    sink->AddSample(FamilyId::kAdmitShare, {dep}, s.admit_share);
+  }
 }
 
 bool FamilyExported(FamilyId id, const ProcessStats& stats,
@@ -294,6 +322,8 @@ bool FamilyExported(FamilyId id, const ProcessStats& stats,
   switch (id) {
     case FamilyId::kState:
     case FamilyId::kFailureRate:
+    case FamilyId::kInflight:
+    case FamilyId::kAdmitShare:
       return label != DependencyLabel::kOmit;
     case FamilyId::kFleetWindowCalls:
     case FamilyId::kFleetFailureRate:

@@ -14,8 +14,9 @@
 //                    breakerd_acquire_total, breakerd_reports_total,
 //                    breakerd_failure_rate, breakerd_state_seconds_total,
 //                    breakerd_call_duration_seconds (histogram),
-//                    breakerd_retries_total; in fleet mode
-//                    breakerd_fleet_window_calls,
+//                    breakerd_retries_total, breakerd_inflight,
+//                    breakerd_hung_calls_total, breakerd_admit_share;
+//                    in fleet mode breakerd_fleet_window_calls,
 //                    breakerd_fleet_failure_rate (for breakers whose
 //                    fleet window was read) and
 //                    breakerd_fleet_unconfirmed_opens_total
@@ -30,8 +31,9 @@
 // To keep a scrape of max_breakers breakers small, per-breaker counters are
 // exported only for label combinations that have counted something (a
 // combination appears the first time it is non-zero), and the latency
-// histogram only for breakers that have a reported latency. breakerd_state
-// and breakerd_failure_rate are exported for every breaker.
+// histogram only for breakers that have a reported latency. The gauges
+// breakerd_state, breakerd_failure_rate, breakerd_inflight and
+// breakerd_admit_share are exported for every breaker.
 //
 // The per-breaker families carry the dependency as their first label. What
 // its value is depends on the DependencyLabel (dependency_label.h,
@@ -39,8 +41,9 @@
 // rewrites the value), or, for kOmit, no dependency label at all: each
 // counter and histogram is then summed over every dependency held and every
 // one evicted since start (Registry::SumCounters, so a sum never goes down),
-// one series per combination of the remaining labels; breakerd_state and
-// breakerd_failure_rate, whose sum means nothing, are not exported.
+// one series per combination of the remaining labels; the gauges
+// breakerd_state, breakerd_failure_rate, breakerd_inflight and
+// breakerd_admit_share, which the sums do not carry, are not exported.
 //
 // Thread-safety: the family table is immutable; the Emit* functions may run
 // on several threads at once, each with its own sink. EmitSamples takes the
@@ -114,6 +117,9 @@ enum class FamilyId : int {
   kStateSeconds,
   kCallDuration,
   kRetries,
+  kInflight,
+  kHungCalls,
+  kAdmitShare,
   kFleetWindowCalls,
   kFleetFailureRate,
   kFleetUnconfirmedOpens,
@@ -131,10 +137,10 @@ enum class FamilyId : int {
   kAdminAuthFailures,
   kStateSaveFailures,
 };
-inline constexpr int kFamilyCount = 24;
+inline constexpr int kFamilyCount = 27;
 // The families before kBreakers are per breaker: fed by
 // EmitBreakerSamples, with "dependency" as their first label.
-inline constexpr int kPerBreakerFamilyCount = 11;
+inline constexpr int kPerBreakerFamilyCount = 14;
 inline constexpr bool PerBreakerFamily(FamilyId id) {
   return static_cast<int>(id) < kPerBreakerFamilyCount;
 }
@@ -214,7 +220,8 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
 
 // False for the families a process does not export at all (no HELP/TYPE
 // either): the fleet families without fleet mode, the admin family without
-// its function, and breakerd_state and breakerd_failure_rate under
+// its function, and the per-breaker gauges (breakerd_state,
+// breakerd_failure_rate, breakerd_inflight, breakerd_admit_share) under
 // DependencyLabel::kOmit.
 bool FamilyExported(FamilyId id, const ProcessStats& stats,
                     DependencyLabel label = DependencyLabel::kName);

@@ -71,7 +71,11 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::Report(
   if (result.ok()) {
     response->set_state(ToProto(result->state));
     response->set_effect(ToProto(result->effect));
-    if (trace_ != nullptr) trace_->Record(*request);
+    // A repeated Report is not another call: the trace, which simulate
+    // replays call by call, has the first one only.
+    if (trace_ != nullptr && result->effect != Effect::kDuplicate) {
+      trace_->Record(*request);
+    }
   }
   return call.Finish(ToGrpcStatus(result.status()));
 }

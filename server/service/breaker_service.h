@@ -26,8 +26,9 @@ class BreakerServiceImpl final : public v1::Breaker::CallbackService {
   // `tracker` (may be null) counts the unary calls in flight; `rpc_stats`
   // (may be null; must outlive the service) counts handled calls and their
   // handling time; `trace` (may be null; must outlive the service) records
-  // every accepted Report; `read_limiter` (may be null: no limit; must
-  // outlive the service) admits ListStates.
+  // every accepted Report but a repeated one (EFFECT_DUPLICATE);
+  // `read_limiter` (may be null: no limit; must outlive the service) admits
+  // ListStates.
   BreakerServiceImpl(Registry* registry, WatchHub* hub,
                      CallTracker* tracker = nullptr,
                      RpcStats* rpc_stats = nullptr,

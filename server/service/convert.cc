@@ -51,11 +51,13 @@ static_assert(SameNumber(RejectReason::kNone, v1::REJECT_REASON_UNSPECIFIED) &&
                          v1::REJECT_REASON_RETRY_BUDGET) &&
               SameNumber(RejectReason::kForcedOpen,
                          v1::REJECT_REASON_FORCED_OPEN) &&
-              v1::RejectReason_MAX == v1::REJECT_REASON_FORCED_OPEN);
+              SameNumber(RejectReason::kRamp, v1::REJECT_REASON_RAMP) &&
+              v1::RejectReason_MAX == v1::REJECT_REASON_RAMP);
 static_assert(SameNumber(Effect::kCountedSuccess, v1::EFFECT_COUNTED_SUCCESS) &&
               SameNumber(Effect::kCountedFailure, v1::EFFECT_COUNTED_FAILURE) &&
               SameNumber(Effect::kNeutral, v1::EFFECT_NEUTRAL) &&
               SameNumber(Effect::kLate, v1::EFFECT_LATE) &&
+              SameNumber(Effect::kDuplicate, v1::EFFECT_DUPLICATE) &&
               v1::Effect_MAX == kEffectCount - 1);
 static_assert(
     SameNumber(OutcomeClass::kSuccess, v1::OUTCOME_SUCCESS) &&
@@ -209,6 +211,8 @@ void FillBreakerStatus(const BreakerSnapshot& snapshot,
   out->set_fleet_window_failures(snapshot.fleet_window_failures);
   SetMode(snapshot.shadow, out);
   out->set_probe_in_flight(snapshot.probe_in_flight);
+  out->set_admit_share(snapshot.admit_share);
+  out->set_inflight(snapshot.inflight);
 }
 
 void FillStateChange(const Transition& t, v1::StateChange* out) {

@@ -1,9 +1,11 @@
 // Writes a trace of reported outcomes, one JSON object per line, in the
 // format `breakerctl simulate --trace` replays (tools/breakerctl/README.md):
 //   {"t":"2026-11-30T12:00:01.250Z","dependency":"llm/openai","outcome":"timeout","latency_ms":812}
-// Only calls that were made are in it (Reports); calls the breaker refused
-// were never made and have no outcome. The file is bounded: once it holds
-// max_bytes, further records are dropped (and counted), never written.
+// Only calls that were made are in it (Reports), each once; calls the
+// breaker refused were never made and have no outcome, and a repeated
+// Report of a permit (EFFECT_DUPLICATE) is not another call. The file is
+// bounded: once it holds max_bytes, further records are dropped (and counted),
+// never written.
 //
 // Thread-safety: thread-safe. Record() holds a mutex around one buffered
 // write; the trace is off by default and costs nothing then.

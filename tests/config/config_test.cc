@@ -21,6 +21,7 @@
 #include "server/engine/policy.h"
 #include "server/engine/registry.h"
 #include "server/engine/types.h"
+#include "tests/config/config_file_fixture.h"
 
 namespace breakerd {
 namespace {
@@ -31,18 +32,9 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
 
-constexpr absl::string_view kSource = "test.yaml";
-
 // The message as a std::string, so that failed matchers print it as text.
 std::string Msg(const absl::Status& status) {
   return std::string(status.message());
-}
-
-std::shared_ptr<const PolicySet> MustParse(absl::string_view yaml) {
-  absl::StatusOr<std::shared_ptr<const PolicySet>> set =
-      ParseConfig(yaml, kSource);
-  EXPECT_TRUE(set.ok()) << set.status();
-  return set.ok() ? *set : nullptr;
 }
 
 // --- parsing ----------------------------------------------------------------
@@ -459,7 +451,8 @@ const InvalidCase kInvalidCases[] = {
     {"UnknownDefaultsKey", "defaults:\n  mode: shadow\n  cooldwn: {}\n", 3,
      "defaults.cooldwn",
      "unknown key (known: mode, consecutive_failures, failure_rate, "
-     "slow_call_rate, cooldown, probe, rate_limited, retry_budget, fleet)"},
+     "slow_call_rate, cooldown, probe, rate_limited, retry_budget, inflight, "
+     "recovery, fleet)"},
     {"UnknownCooldownKey", "defaults:\n  cooldown:\n    jiter: 0.1\n", 3,
      "defaults.cooldown.jiter", "unknown key (known: base, max, jitter)"},
     {"UnknownPolicyProbeKey",
@@ -573,16 +566,6 @@ TEST(ParseConfigTest, ErrorWithoutPositionStillNamesSource) {
 
 // --- every error reported
 // -----------------------------------------------------
-
-// The error lines of parsing `yaml`, which must fail.
-std::vector<std::string> ErrorLines(absl::string_view yaml) {
-  absl::StatusOr<std::shared_ptr<const PolicySet>> set =
-      ParseConfig(yaml, kSource);
-  EXPECT_FALSE(set.ok()) << yaml;
-  if (set.ok()) return {};
-  EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
-  return ConfigErrorLines(set.status());
-}
 
 TEST(ParseConfigErrorsTest, EveryErrorIsReportedInFileOrder) {
   // limits comes first in the file but is parsed last; defaults are parsed

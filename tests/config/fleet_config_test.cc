@@ -17,32 +17,13 @@
 #include "server/engine/clock.h"
 #include "server/engine/policy.h"
 #include "server/engine/registry.h"
+#include "tests/config/config_file_fixture.h"
 
 namespace breakerd {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-constexpr absl::string_view kSource = "test.yaml";
-
-std::shared_ptr<const PolicySet> MustParse(absl::string_view yaml) {
-  absl::StatusOr<std::shared_ptr<const PolicySet>> set =
-      ParseConfig(yaml, kSource);
-  EXPECT_TRUE(set.ok()) << set.status();
-  return set.ok() ? *set : nullptr;
-}
-
-// The error lines of a config that must be refused.
-std::vector<std::string> ErrorLines(absl::string_view yaml) {
-  absl::StatusOr<std::shared_ptr<const PolicySet>> set =
-      ParseConfig(yaml, kSource);
-  EXPECT_FALSE(set.ok()) << yaml;
-  if (set.ok()) return {};
-  EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
-  return ConfigErrorLines(set.status());
-}
 
 // --- parsing ----------------------------------------------------------------
 
@@ -215,34 +196,7 @@ TEST(FleetConfigTest, OnlyQuorumChangedIsADifferentPolicy) {
 
 // --- reload -----------------------------------------------------------------
 
-double HalfUniform() { return 0.5; }
-
-class FleetConfigReloadTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) /
-           absl::StrCat("breakerd_fleet_config_test_", info->name(), "_",
-                        getpid());
-    fs::remove_all(dir_);
-    ASSERT_TRUE(fs::create_directories(dir_));
-    path_ = (dir_ / "config.yaml").string();
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-
-  void WriteConfig(absl::string_view content) {
-    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
-    out << content;
-    ASSERT_TRUE(out.good()) << path_;
-  }
-
-  FakeClock clock_;
-  fs::path dir_;
-  std::string path_;
-};
+class FleetConfigReloadTest : public ConfigFileTest {};
 
 TEST_F(FleetConfigReloadTest, ReloadChangingOnlyQuorumAppliesTheNewPolicy) {
   WriteConfig("policies:\n  - match: \"openai/*\"\n    fleet: {quorum: 2}\n");

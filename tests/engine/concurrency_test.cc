@@ -28,6 +28,16 @@ std::shared_ptr<const PolicySet> NoJitter() {
   return set;
 }
 
+// Counts every outcome and never opens: only the counting is under test.
+std::shared_ptr<const PolicySet> NeverTrips() {
+  auto set = std::make_shared<PolicySet>(*NoJitter());
+  auto p = std::make_shared<Policy>(*set->defaults);
+  p->consecutive_failures = 0;
+  p->failure_rate.threshold = 0;
+  set->defaults = p;
+  return set;
+}
+
 void Trip(Registry& r, absl::string_view dep) {
   for (int i = 0; i < 5; ++i) {
     auto a = r.Acquire(dep, 0);
@@ -161,12 +171,7 @@ TEST(ConcurrencyTest, ObserversSeeEachBreakersTransitionsInOrder) {
 
 TEST(ConcurrencyTest, ConcurrentReportsLoseNothing) {
   FakeClock clock;
-  auto set = std::make_shared<PolicySet>(*NoJitter());
-  auto p = std::make_shared<Policy>(*set->defaults);
-  p->consecutive_failures = 0;
-  p->failure_rate.threshold = 0;
-  set->defaults = p;
-  Registry registry(set, &clock);
+  Registry registry(NeverTrips(), &clock);
   constexpr int kThreads = 8;
   constexpr int kCalls = 2000;
   std::vector<std::thread> threads;
@@ -205,6 +210,50 @@ TEST(ConcurrencyTest, ConcurrentReportsLoseNothing) {
   EXPECT_EQ(reports, uint64_t{kThreads} * kCalls);
   EXPECT_EQ(registry.Get("shared")->window.calls,
             uint64_t{kThreads / 2} * kCalls);
+}
+
+// Clients retrying Reports: every permit is reported by several threads at
+// once, and each counts exactly once; the rest say duplicate.
+TEST(ConcurrencyTest, DuplicateReportsFromManyThreadsCountEachPermitOnce) {
+  FakeClock clock;
+  Registry registry(NeverTrips(), &clock);
+  constexpr int kPermits = 4000;
+  constexpr int kThreads = 6;
+  std::vector<uint64_t> permits;
+  for (int i = 0; i < kPermits; ++i) {
+    permits.push_back(registry.Acquire("retried", 0)->permit);
+  }
+  std::atomic<int> counted{0}, duplicates{0};
+  std::vector<std::thread> threads;
+  absl::Barrier* start = new absl::Barrier(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      if (start->Block()) delete start;
+      // Each thread walks the permits from its own offset, so the same
+      // permit is reported by different threads at different moments.
+      for (int i = 0; i < kPermits; ++i) {
+        const uint64_t permit =
+            permits[(i + t * kPermits / kThreads) % kPermits];
+        ReportRequestFacts f;
+        f.outcome.http_status = 500;
+        auto r = registry.Report("retried", permit, f);
+        ASSERT_TRUE(r.ok()) << r.status();
+        if (r->effect == Effect::kDuplicate) {
+          ++duplicates;
+        } else {
+          EXPECT_EQ(r->effect, Effect::kCountedFailure);
+          ++counted;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(counted.load(), kPermits);
+  EXPECT_EQ(duplicates.load(), kPermits * (kThreads - 1));
+  auto s = registry.Get("retried");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->window.failures, uint64_t{kPermits});
+  EXPECT_EQ(s->inflight, 0u);
 }
 
 TEST(ConcurrencyTest, CreationEvictionAndCapRaceSafely) {

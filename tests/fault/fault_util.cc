@@ -41,11 +41,13 @@ std::string Describe(const grpc::Status& status) {
 }
 
 Result<v1::AcquireResponse> Acquire(v1::Breaker::Stub* stub,
-                                    const std::string& dependency) {
+                                    const std::string& dependency,
+                                    uint32_t attempt) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   v1::AcquireRequest request;
   request.set_dependency(dependency);
+  request.set_attempt(attempt);
   Result<v1::AcquireResponse> r;
   r.status = stub->Acquire(&ctx, request, &r.response);
   return r;

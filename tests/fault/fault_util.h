@@ -66,8 +66,10 @@ struct Result {
   Response response;
 };
 
+// `attempt` 0 is a first try, more a retry.
 Result<v1::AcquireResponse> Acquire(v1::Breaker::Stub* stub,
-                                    const std::string& dependency);
+                                    const std::string& dependency,
+                                    uint32_t attempt = 0);
 // Reports an explicit `outcome`; `latency` is sent if positive.
 Result<v1::ReportResponse> Report(
     v1::Breaker::Stub* stub, const std::string& dependency, uint64_t permit,

@@ -348,9 +348,15 @@ limits: { max_breakers: 4, idle_ttl: 1s }
 )",
                         {"--evict-interval=100ms"}));
   const absl::Time first_use = absl::Now();
+  // Called once, the calls cancelled (neutral: nothing in the window) and
+  // reported: no permit out keeps them (a permit out would, for the permit
+  // horizon: PermitEvictionTest).
   for (const char* name : {"idle/a", "idle/b"}) {
     Result<v1::AcquireResponse> a = Acquire(stub_.get(), name);
     ASSERT_TRUE(a.status.ok()) << name << ": " << Describe(a.status);
+    ASSERT_TRUE(
+        Report(stub_.get(), name, a.response.permit(), v1::OUTCOME_CANCELLED)
+            .status.ok());
   }
   Result<v1::AcquireResponse> tripped = Acquire(stub_.get(), "keep/open");
   ASSERT_TRUE(tripped.status.ok()) << Describe(tripped.status);

@@ -430,6 +430,100 @@ TEST_F(MetricsTest, UnknownPermitsAreCounted) {
   EXPECT_EQ(Samples().at("breakerd_unknown_permits_total"), 2);
 }
 
+// Single-use permits, hung calls and gentle recovery, as a scrape shows
+// them (checked against prometheus-cpp's rendering like every scrape here).
+TEST_F(MetricsTest, InflightHungCallsRampAndDuplicatesAreExported) {
+  auto policy = std::make_shared<Policy>(*TestPolicies()->defaults);
+  policy->inflight.hang_after = absl::Seconds(10);
+  policy->recovery.ramp = absl::Seconds(100);
+  policy->recovery.start_share = 0.1;
+  auto policies = std::make_shared<PolicySet>(*TestPolicies());
+  policies->defaults = policy;
+  registry_.ApplyPolicies(policies);
+
+  // svc/hang: one permit never reported, one reported in time.
+  absl::StatusOr<AcquireResult> lost = registry_.Acquire("svc/hang", 0);
+  ASSERT_TRUE(lost.ok() && lost->allowed);
+  clock_.Advance(absl::Seconds(5));
+  absl::StatusOr<AcquireResult> kept = registry_.Acquire("svc/hang", 0);
+  ASSERT_TRUE(kept.ok() && kept->allowed);
+  const std::string h = "{dependency=\"svc/hang\"}";
+  std::map<std::string, double> s = Samples();
+  EXPECT_EQ(s.at("breakerd_inflight" + h), 2);
+  EXPECT_EQ(s.count("breakerd_hung_calls_total" + h), 0u);
+  clock_.Advance(absl::Seconds(6));  // the first is hung, the second not
+  ASSERT_TRUE(registry_
+                  .Report("svc/hang", kept->permit,
+                          Facts(OutcomeClass::kSuccess, absl::ZeroDuration()))
+                  .ok());
+  // Reported twice: the second changes nothing.
+  ASSERT_TRUE(registry_
+                  .Report("svc/hang", kept->permit,
+                          Facts(OutcomeClass::kSuccess, absl::ZeroDuration()))
+                  .ok());
+
+  // svc/ramp: trips, its probe closes it, and it ramps.
+  for (int i = 0; i < 5; ++i) {
+    Call("svc/ramp", OutcomeClass::kTimeout, absl::ZeroDuration());
+  }
+  clock_.Advance(absl::Seconds(30));
+  Call("svc/ramp", OutcomeClass::kSuccess, absl::ZeroDuration());  // probe
+  absl::StatusOr<AcquireResult> retry = registry_.Acquire("svc/ramp", 1);
+  ASSERT_TRUE(retry.ok());
+  ASSERT_FALSE(retry->allowed);
+  ASSERT_EQ(retry->reason, RejectReason::kRamp);
+
+  s = Samples();
+  EXPECT_EQ(s.at("breakerd_inflight" + h), 0);
+  EXPECT_EQ(s.at("breakerd_hung_calls_total" + h), 1);
+  EXPECT_EQ(s.at("breakerd_admit_share" + h), 1);
+  EXPECT_EQ(s.at("breakerd_reports_total{dependency=\"svc/hang\",class="
+                 "\"success\",effect=\"duplicate\"}"),
+            1);
+  EXPECT_EQ(s.at("breakerd_reports_total{dependency=\"svc/hang\",class="
+                 "\"success\",effect=\"counted_success\"}"),
+            1);
+  const std::string r = "dependency=\"svc/ramp\"";
+  EXPECT_DOUBLE_EQ(s.at("breakerd_admit_share{" + r + "}"), 0.1);
+  EXPECT_EQ(
+      s.at("breakerd_acquire_total{" + r + ",decision=\"rejected_ramp\"}"), 1);
+  EXPECT_EQ(s.at("breakerd_state{" + r + ",mode=\"enforce\"}"), 0);
+  clock_.Advance(absl::Seconds(50));
+  EXPECT_DOUBLE_EQ(Samples().at("breakerd_admit_share{" + r + "}"), 0.55);
+
+  // Without the dependency label: the hung calls summed, no gauges.
+  const RegistryCollector omitted(&registry_, stats_, DependencyLabel::kOmit);
+  const std::string text = ServedText(omitted);
+  EXPECT_THAT(text, HasSubstr("\nbreakerd_hung_calls_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("breakerd_acquire_total{decision=\"rejected_"
+                              "ramp\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("breakerd_inflight")));
+  EXPECT_THAT(text, Not(HasSubstr("breakerd_admit_share")));
+}
+
+// A shadow breaker's ramp refuses nothing: the refusal it would have made
+// is counted as shadow_rejected_ramp.
+TEST_F(MetricsTest, ShadowRampRefusalsAreCountedAsShadowDecisions) {
+  auto policy = std::make_shared<Policy>(*TestPolicies()->defaults);
+  policy->mode = Mode::kShadow;
+  policy->recovery.ramp = absl::Seconds(100);
+  auto policies = std::make_shared<PolicySet>(*TestPolicies());
+  policies->defaults = policy;
+  registry_.ApplyPolicies(policies);
+  for (int i = 0; i < 5; ++i) {
+    Call("svc/s", OutcomeClass::kTimeout, absl::ZeroDuration());
+  }
+  clock_.Advance(absl::Seconds(30));
+  Call("svc/s", OutcomeClass::kSuccess, absl::ZeroDuration());  // probe
+  absl::StatusOr<AcquireResult> retry = registry_.Acquire("svc/s", 1);
+  ASSERT_TRUE(retry.ok());
+  EXPECT_TRUE(retry->allowed);
+  EXPECT_EQ(retry->reason, RejectReason::kRamp);
+  EXPECT_EQ(Samples().at("breakerd_acquire_total{dependency=\"svc/s\","
+                         "decision=\"shadow_rejected_ramp\"}"),
+            1);
+}
+
 // Every kind of sample at once: each state, every transition reason the
 // engine records, shadow decisions, retries granted and refused, late and
 // neutral reports, latencies in the first, middle and +Inf buckets, and a
@@ -643,8 +737,16 @@ std::string OneBreakerText(DependencyLabel label) {
       labels("state=\"closed\""), " 2.5\n", header(FamilyId::kCallDuration),
       buckets, "breakerd_call_duration_seconds_sum", labels(""), " 0.003\n",
       "breakerd_call_duration_seconds_count", labels(""), " 1\n",
-      header(FamilyId::kRetries), header(FamilyId::kBreakers),
-      "breakerd_breakers 1\n", header(FamilyId::kBuildInfo),
+      header(FamilyId::kRetries),
+      omit ? ""
+           : absl::StrCat(header(FamilyId::kInflight), "breakerd_inflight",
+                          labels(""), " 0\n"),
+      header(FamilyId::kHungCalls),
+      omit ? ""
+           : absl::StrCat(header(FamilyId::kAdmitShare), "breakerd_admit_share",
+                          labels(""), " 1\n"),
+      header(FamilyId::kBreakers), "breakerd_breakers 1\n",
+      header(FamilyId::kBuildInfo),
       "breakerd_build_info{version=\"1.2.3\"} 1\n",
       header(FamilyId::kConfigReloads),
       "breakerd_config_reloads_total{result=\"success\"} 3\n"
@@ -839,6 +941,127 @@ TEST(DependencyLabelTest, FlagValuesAreExactlyNameHashOrOmit) {
     EXPECT_THAT(std::string(kDependencyLabelChoices),
                 HasSubstr(DependencyLabelName(label)));
   }
+}
+
+// ---------------------------------------------------------------------------
+// One breaker's samples straight from a snapshot (EmitBreakerSamples): the
+// in-flight, hung-call and gentle-recovery families, and the decisions and
+// effects they bring.
+
+// Every counter and gauge sample fed to it: `name{label="value",...}` (in
+// FamilyDef::labels order) -> value. Histograms are left out.
+class RecordingSink final : public SampleSink {
+ public:
+  void AddSample(FamilyId family, LabelValues labels, double value) override {
+    samples[Key(family, labels)] = value;
+  }
+  void AddCount(FamilyId family, LabelValues labels, uint64_t value) override {
+    samples[Key(family, labels)] = static_cast<double>(value);
+  }
+  void AddHistogram(FamilyId, LabelValues, const HistogramSample&) override {}
+
+  std::map<std::string, double> samples;
+
+ private:
+  static std::string Key(FamilyId family, LabelValues labels) {
+    const FamilyDef& f = Family(family);
+    std::vector<std::string> pairs;
+    size_t i = 0;
+    for (absl::string_view value : labels) {
+      pairs.push_back(absl::StrCat(f.labels[i++], "=\"", value, "\""));
+    }
+    return pairs.empty()
+               ? std::string(f.name)
+               : absl::StrCat(f.name, "{", absl::StrJoin(pairs, ","), "}");
+  }
+};
+
+std::map<std::string, double> BreakerSamples(const BreakerSnapshot& s) {
+  RecordingSink sink;
+  EmitBreakerSamples(s, AllFamilies(), &sink);
+  return sink.samples;
+}
+
+TEST(BreakerSamplesTest, InflightHungCallsAndAdmitShareCarryTheSnapshot) {
+  BreakerSnapshot s;
+  s.dependency = "llm/key-1";
+  s.inflight = 3;
+  s.hung_calls = 7;
+  s.admit_share = 0.25;
+  const std::map<std::string, double> samples = BreakerSamples(s);
+  const std::string d = "{dependency=\"llm/key-1\"}";
+  EXPECT_EQ(samples.at("breakerd_inflight" + d), 3);
+  EXPECT_EQ(samples.at("breakerd_hung_calls_total" + d), 7);
+  EXPECT_EQ(samples.at("breakerd_admit_share" + d), 0.25);
+  EXPECT_EQ(Family(FamilyId::kInflight).kind, MetricKind::kGauge);
+  EXPECT_EQ(Family(FamilyId::kHungCalls).kind, MetricKind::kCounter);
+  EXPECT_EQ(Family(FamilyId::kAdmitShare).kind, MetricKind::kGauge);
+}
+
+// The gauges are there for every breaker (0 in flight, share 1 when not
+// ramping); the counter only once it has counted something.
+TEST(BreakerSamplesTest, QuietBreakerHasItsGaugesButNoHungCounter) {
+  BreakerSnapshot s;
+  s.dependency = "db/main";
+  const std::map<std::string, double> samples = BreakerSamples(s);
+  EXPECT_EQ(samples.at("breakerd_inflight{dependency=\"db/main\"}"), 0);
+  EXPECT_EQ(samples.at("breakerd_admit_share{dependency=\"db/main\"}"), 1);
+  EXPECT_EQ(samples.count("breakerd_hung_calls_total{dependency=\"db/main\"}"),
+            0u);
+}
+
+TEST(BreakerSamplesTest, RampRejectionsAreDecisions) {
+  BreakerSnapshot s;
+  s.dependency = "pay/api";
+  s.acquires[static_cast<int>(Decision::kRejectedRamp)] = 4;
+  s.acquires[static_cast<int>(Decision::kShadowRejectedRamp)] = 2;
+  const std::map<std::string, double> samples = BreakerSamples(s);
+  const std::string a = "breakerd_acquire_total{dependency=\"pay/api\",";
+  EXPECT_EQ(samples.at(a + "decision=\"rejected_ramp\"}"), 4);
+  EXPECT_EQ(samples.at(a + "decision=\"shadow_rejected_ramp\"}"), 2);
+}
+
+// A repeated Report is counted as effect "duplicate", whatever its class.
+TEST(BreakerSamplesTest, DuplicateReportsAreAnEffectOfEveryClass) {
+  BreakerSnapshot s;
+  s.dependency = "pay/api";
+  for (int c = 1; c < kOutcomeClassCount; ++c) {
+    s.reports[c][static_cast<int>(Effect::kDuplicate)] = c;
+  }
+  const std::map<std::string, double> samples = BreakerSamples(s);
+  for (int c = 1; c < kOutcomeClassCount; ++c) {
+    const absl::string_view name =
+        OutcomeClassName(static_cast<OutcomeClass>(c));
+    EXPECT_EQ(samples.at(absl::StrCat(
+                  "breakerd_reports_total{dependency=\"pay/api\",class=\"",
+                  name, "\",effect=\"duplicate\"}")),
+              c)
+        << name;
+  }
+}
+
+// Without the dependency label the hung-call counter is a sum like every
+// counter; the two gauges, which the sums do not carry, are not exported.
+TEST(BreakerSamplesTest, OmittedLabelKeepsTheHungCounterButNotTheGauges) {
+  const ProcessStats stats;
+  for (DependencyLabel label :
+       {DependencyLabel::kName, DependencyLabel::kHash}) {
+    EXPECT_TRUE(FamilyExported(FamilyId::kInflight, stats, label));
+    EXPECT_TRUE(FamilyExported(FamilyId::kAdmitShare, stats, label));
+    EXPECT_TRUE(FamilyExported(FamilyId::kHungCalls, stats, label));
+  }
+  EXPECT_FALSE(
+      FamilyExported(FamilyId::kInflight, stats, DependencyLabel::kOmit));
+  EXPECT_FALSE(
+      FamilyExported(FamilyId::kAdmitShare, stats, DependencyLabel::kOmit));
+  EXPECT_TRUE(
+      FamilyExported(FamilyId::kHungCalls, stats, DependencyLabel::kOmit));
+  BreakerSnapshot total;
+  BreakerSnapshot one;
+  one.hung_calls = 2;
+  AddCounters(one, &total);
+  AddCounters(one, &total);
+  EXPECT_EQ(total.hung_calls, 4u);
 }
 
 // The per-breaker families are the ones whose first label is the

@@ -1,7 +1,11 @@
 // Tests of the gRPC service layer through an in-process channel: no socket,
 // no sleeping. Time is a FakeClock; Watch tests synchronise on the messages
 // the stream delivers.
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -26,6 +30,7 @@
 #include "server/service/convert.h"
 #include "server/service/read_limiter.h"
 #include "server/service/rpc_stats.h"
+#include "server/service/trace_writer.h"
 #include "server/service/watch_hub.h"
 
 namespace breakerd {
@@ -60,6 +65,8 @@ class ServiceTest : public ::testing::Test {
     // Breakers read per second by full reads; 0: no ReadLimiter.
     int64_t read_all_per_second = 0;
     std::optional<std::string> token = kToken;
+    // Records accepted Reports; may be null. Must outlive the server.
+    TraceWriter* trace = nullptr;
   };
 
   void SetUp() override { Start(Options()); }
@@ -83,7 +90,7 @@ class ServiceTest : public ::testing::Test {
     registry_->AddObserver(hub_.get());
     breaker_service_ = std::make_unique<BreakerServiceImpl>(
         registry_.get(), hub_.get(), /*tracker=*/nullptr, &rpc_stats_,
-        /*trace=*/nullptr, read_limiter_.get());
+        options.trace, read_limiter_.get());
     admin_service_ = std::make_unique<AdminServiceImpl>(
         registry_.get(), options.token, &rpc_stats_);
     grpc::ServerBuilder builder;
@@ -506,6 +513,121 @@ TEST_F(ServiceTest, OpenBreakerRejectsWithTimeLeft) {
   EXPECT_EQ(status.generation(), 1u);
   EXPECT_EQ(FromProto(status.retry_after()), absl::Seconds(20));
   EXPECT_EQ(status.consecutive_failures(), 5u);
+}
+
+TEST_F(ServiceTest, SecondReportOfAPermitIsDuplicateAndChangesNothing) {
+  v1::AcquireResponse acquired;
+  ASSERT_TRUE(Acquire("svc/once", &acquired).ok());
+  v1::ReportRequest req;
+  req.set_dependency("svc/once");
+  req.set_permit(acquired.permit());
+  req.set_outcome(v1::OUTCOME_SUCCESS);
+  v1::ReportResponse reported;
+  ASSERT_TRUE(Report(req, &reported).ok());
+  EXPECT_EQ(reported.effect(), v1::EFFECT_COUNTED_SUCCESS);
+
+  req.set_outcome(v1::OUTCOME_TIMEOUT);
+  ASSERT_TRUE(Report(req, &reported).ok());
+  EXPECT_EQ(reported.effect(), v1::EFFECT_DUPLICATE);
+  EXPECT_EQ(reported.state(), v1::STATE_CLOSED);
+
+  v1::BreakerStatus status;
+  ASSERT_TRUE(GetState("svc/once", &status).ok());
+  EXPECT_EQ(status.window_calls(), 1u);
+  EXPECT_EQ(status.window_failures(), 0u);
+  EXPECT_EQ(status.consecutive_failures(), 0u);
+}
+
+// The trace holds one line per call made: a repeated Report is not another
+// call, so `breakerctl simulate` replays the call once.
+TEST_F(ServiceTest, RepeatedReportIsNotTracedAgain) {
+  const std::string path = ::testing::TempDir() + "/duplicate_trace.jsonl";
+  std::remove(path.c_str());
+  absl::StatusOr<std::unique_ptr<TraceWriter>> trace =
+      TraceWriter::Open(path, 1 << 20);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  Options options;
+  options.trace = trace->get();
+  Start(options);
+
+  v1::AcquireResponse acquired;
+  ASSERT_TRUE(Acquire("svc/traced", &acquired).ok());
+  v1::ReportRequest req;
+  req.set_dependency("svc/traced");
+  req.set_permit(acquired.permit());
+  req.set_outcome(v1::OUTCOME_SUCCESS);
+  v1::ReportResponse reported;
+  ASSERT_TRUE(Report(req, &reported).ok());
+  ASSERT_TRUE(Report(req, &reported).ok());
+  ASSERT_EQ(reported.effect(), v1::EFFECT_DUPLICATE);
+  Stop();  // the writer is flushed by then
+  trace->reset();
+
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+}
+
+TEST_F(ServiceTest, StatusCountsPermitsInFlightUntilReported) {
+  v1::AcquireResponse first, second;
+  ASSERT_TRUE(Acquire("svc/busy", &first).ok());
+  ASSERT_TRUE(Acquire("svc/busy", &second).ok());
+  v1::BreakerStatus status;
+  ASSERT_TRUE(GetState("svc/busy", &status).ok());
+  EXPECT_EQ(status.inflight(), 2u);
+  EXPECT_EQ(status.admit_share(), 1);
+
+  v1::ReportRequest req;
+  req.set_dependency("svc/busy");
+  req.set_permit(first.permit());
+  req.set_outcome(v1::OUTCOME_SUCCESS);
+  v1::ReportResponse reported;
+  ASSERT_TRUE(Report(req, &reported).ok());
+  ASSERT_TRUE(GetState("svc/busy", &status).ok());
+  EXPECT_EQ(status.inflight(), 1u);
+
+  grpc::ClientContext ctx;
+  v1::ListStatesResponse list;
+  ASSERT_TRUE(stub_->ListStates(&ctx, v1::ListStatesRequest(), &list).ok());
+  ASSERT_EQ(list.breakers_size(), 1);
+  EXPECT_EQ(list.breakers(0).inflight(), 1u);
+  EXPECT_EQ(list.breakers(0).admit_share(), 1);
+}
+
+// Gentle recovery: after the probe closes the breaker, the status shows the
+// share admitted, and a retry is refused with REJECT_REASON_RAMP while the
+// state stays CLOSED.
+TEST_F(ServiceTest, RampingBreakerShowsItsShareAndRefusesRetriesWithRamp) {
+  auto policy = std::make_shared<Policy>();
+  policy->cooldown.jitter = 0;
+  policy->recovery.ramp = absl::Seconds(100);
+  policy->recovery.start_share = 0.1;
+  auto policies = std::make_shared<PolicySet>();
+  policies->defaults = policy;
+  registry_->ApplyPolicies(policies);
+
+  OpenByTimeouts("svc/ramp");
+  clock_.Advance(absl::Seconds(30));
+  AcquireAndReport("svc/ramp", v1::OUTCOME_SUCCESS);  // the probe
+  v1::BreakerStatus status;
+  ASSERT_TRUE(GetState("svc/ramp", &status).ok());
+  ASSERT_EQ(status.state(), v1::STATE_CLOSED);
+  EXPECT_DOUBLE_EQ(status.admit_share(), 0.1);
+
+  v1::AcquireResponse retry;
+  ASSERT_TRUE(Acquire("svc/ramp", &retry, /*attempt=*/1).ok());
+  EXPECT_FALSE(retry.allowed());
+  EXPECT_EQ(retry.permit(), 0u);
+  EXPECT_EQ(retry.state(), v1::STATE_CLOSED);
+  EXPECT_EQ(retry.reason(), v1::REJECT_REASON_RAMP);
+
+  clock_.Advance(absl::Seconds(50));
+  ASSERT_TRUE(GetState("svc/ramp", &status).ok());
+  EXPECT_DOUBLE_EQ(status.admit_share(), 0.55);
+  clock_.Advance(absl::Seconds(50));
+  ASSERT_TRUE(GetState("svc/ramp", &status).ok());
+  EXPECT_EQ(status.admit_share(), 1);
 }
 
 TEST_F(ServiceTest, AcquireFirstSkipsAnOpenDependency) {
@@ -1092,14 +1214,57 @@ TEST(ConvertTest, EnumsMatchTheWire) {
   EXPECT_EQ(ToProto(RejectReason::kRetryBudget),
             v1::REJECT_REASON_RETRY_BUDGET);
   EXPECT_EQ(ToProto(RejectReason::kForcedOpen), v1::REJECT_REASON_FORCED_OPEN);
+  EXPECT_EQ(ToProto(RejectReason::kRamp), v1::REJECT_REASON_RAMP);
   EXPECT_EQ(ToProto(Effect::kCountedSuccess), v1::EFFECT_COUNTED_SUCCESS);
   EXPECT_EQ(ToProto(Effect::kCountedFailure), v1::EFFECT_COUNTED_FAILURE);
   EXPECT_EQ(ToProto(Effect::kNeutral), v1::EFFECT_NEUTRAL);
   EXPECT_EQ(ToProto(Effect::kLate), v1::EFFECT_LATE);
+  EXPECT_EQ(ToProto(Effect::kDuplicate), v1::EFFECT_DUPLICATE);
   EXPECT_EQ(static_cast<int>(OutcomeClass::kSoftFailure),
             static_cast<int>(v1::OUTCOME_SOFT_FAILURE));
   EXPECT_EQ(static_cast<int>(OutcomeClass::kTimeout),
             static_cast<int>(v1::OUTCOME_TIMEOUT));
+}
+
+// A ramp refusal is a refusal like any other; its wait may be unknown
+// (zero), which leaves retry_after unset on the wire.
+TEST(ConvertTest, RampRefusalCrossesTheWire) {
+  AcquireResult result;
+  result.allowed = false;
+  result.state = State::kClosed;
+  result.reason = RejectReason::kRamp;
+  v1::AcquireResponse out;
+  FillAcquireResponse(result, &out);
+  EXPECT_FALSE(out.allowed());
+  EXPECT_EQ(out.permit(), 0u);
+  EXPECT_EQ(out.state(), v1::STATE_CLOSED);
+  EXPECT_EQ(out.reason(), v1::REJECT_REASON_RAMP);
+  EXPECT_FALSE(out.has_retry_after());
+
+  const std::string names[] = {"svc/a"};
+  AcquireFirstResult first;
+  first.granted = -1;
+  first.result = result;
+  v1::AcquireFirstResponse first_out;
+  FillAcquireFirstResponse(first, names, &first_out);
+  EXPECT_EQ(first_out.dependency(), "");
+  EXPECT_EQ(first_out.reason(), v1::REJECT_REASON_RAMP);
+}
+
+TEST(ConvertTest, BreakerStatusCarriesAdmitShareAndInflight) {
+  BreakerSnapshot snapshot;
+  snapshot.dependency = "llm/key";
+  snapshot.admit_share = 0.325;
+  snapshot.inflight = 17;
+  snapshot.hung_calls = 4;  // a metric only
+  v1::BreakerStatus out;
+  FillBreakerStatus(snapshot, &out);
+  EXPECT_EQ(out.admit_share(), 0.325);
+  EXPECT_EQ(out.inflight(), 17u);
+
+  FillBreakerStatus(BreakerSnapshot(), &out);
+  EXPECT_EQ(out.admit_share(), 1) << "not ramping";
+  EXPECT_EQ(out.inflight(), 0u);
 }
 
 TEST(ConvertTest, StatusKeepsCodeAndMessage) {

@@ -308,11 +308,20 @@ TEST_F(BreakerctlTest, GetPrintsOneBreakerAndUnknownIsNotFound) {
   ASSERT_TRUE(object["retry_after"].IsScalar()) << json;
   EXPECT_TRUE(absl::EndsWith(object["retry_after"].as<std::string>(), "s"))
       << json;
-  Touch("b/healthy");
+  Touch("b/healthy");  // its permit not reported: one call in flight
   CtlResult closed = Ctl({"get", "b/healthy", "--json"});
   ASSERT_EQ(closed.exit_code, 0) << closed;
-  EXPECT_EQ(YAML::Load(closed.out)["retry_after"].as<std::string>(), "0s")
-      << closed;
+  const YAML::Node healthy = YAML::Load(closed.out);
+  EXPECT_EQ(healthy["retry_after"].as<std::string>(), "0s") << closed;
+  EXPECT_EQ(healthy["admit_share"].as<double>(), 1) << closed;
+  EXPECT_EQ(healthy["inflight"].as<std::string>(), "1") << closed;
+  CtlResult closed_text = Ctl({"get", "b/healthy"});
+  ASSERT_EQ(closed_text.exit_code, 0) << closed_text;
+  EXPECT_TRUE(absl::StrContains(closed_text.out,
+                                "probe_in_flight: false\n"
+                                "admit_share: 1.0000\n"
+                                "inflight: 1\n"))
+      << closed_text;
 
   CtlResult missing = Ctl({"get", "never/seen"});
   EXPECT_EQ(missing.exit_code, 1) << missing;
@@ -621,6 +630,222 @@ defaults:
   EXPECT_EQ(refused.Wait(kCtlTimeout), 2);
   EXPECT_TRUE(absl::StrContains(refused.err(), "line 1: \"dependency\""))
       << refused.err();
+}
+
+// A policy with gentle recovery: after the probe closes the breaker, the
+// replay refuses first attempts past the ramp's share, counted as "ramp".
+TEST(BreakerctlSimulateTest, RampRefusalsAreCountedByTheirReason) {
+  BreakerdProcess files;
+  const std::string config = files.WriteFile("policy.yaml", R"(
+defaults:
+  consecutive_failures: 3
+  cooldown: { base: 10s, jitter: 0 }
+  recovery: { ramp: 100s, start_share: 0.5 }
+)");
+  const std::string trace = files.WriteFile("trace.jsonl", R"(
+{"t": 0, "dependency": "llm/r", "outcome": "timeout"}
+{"t": 1, "dependency": "llm/r", "outcome": "timeout"}
+{"t": 2, "dependency": "llm/r", "outcome": "timeout"}
+{"t": 13, "dependency": "llm/r", "outcome": "success"}
+{"t": 14, "dependency": "llm/r", "outcome": "success"}
+{"t": 15, "dependency": "llm/r", "outcome": "success"}
+{"t": 16, "dependency": "llm/r", "outcome": "success"}
+{"t": 17, "dependency": "llm/r", "outcome": "success"}
+)");
+  CtlProcess ctl(files.dir(), 0);
+  ASSERT_TRUE(ctl.Start({"simulate", "--config=" + config, "--trace", trace}));
+  ASSERT_EQ(ctl.Wait(kCtlTimeout), 0) << ctl.err();
+  const std::string out = ctl.out();
+  EXPECT_TRUE(absl::StrContains(out, "llm/r: 8 calls, ")) << out;
+  EXPECT_TRUE(absl::StrContains(out, " refused (ramp ")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "open 1")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "-> closed (probe_succeeded)")) << out;
+}
+
+// One trace record for simulate: a call to `dependency` that ended (or, with
+// no outcome in `fields`, was last seen) at `t` seconds.
+std::string TraceLine(double t, absl::string_view dependency,
+                      absl::string_view fields = "") {
+  return absl::StrCat("{\"t\": ", t, ", \"dependency\": \"", dependency, "\"",
+                      fields.empty() ? "" : ", ", fields, "}\n");
+}
+
+// Runs `breakerctl simulate` (plus `extra` flags) to its end; the process
+// for its output.
+std::unique_ptr<CtlProcess> Simulate(const BreakerdProcess& files,
+                                     const std::string& config,
+                                     const std::string& trace, int id,
+                                     std::vector<std::string> extra = {}) {
+  auto ctl = std::make_unique<CtlProcess>(files.dir(), id);
+  std::vector<std::string> args = {"simulate", "--config=" + config,
+                                   "--trace=" + trace};
+  args.insert(args.end(), extra.begin(), extra.end());
+  EXPECT_TRUE(ctl->Start(args));
+  EXPECT_EQ(ctl->Wait(kCtlTimeout), 0) << ctl->err();
+  return ctl;
+}
+
+// Records with no outcome are calls that never reported. With hang_after
+// 1s, the 20 calls begun at 0.00 .. 0.19 s count as hung by 1.19 s: the
+// call at 1.10 s still goes (only the earliest had hung, fewer than
+// min_calls), the one at 1.19 s finds the breaker open with reason
+// hung_calls. No call of the trace had reported yet: the first Report
+// (the 1.10 s call's, at 3.10 s) comes late. With hang_after off, a call
+// that never reports only stays in flight.
+TEST(BreakerctlSimulateTest, HungCallsOpenTheBreakerBeforeAnyReport) {
+  BreakerdProcess files;
+  const std::string config = files.WriteFile("policy.yaml", R"(
+defaults:
+  consecutive_failures: 0
+  failure_rate: { threshold: 0.5, min_calls: 20, window: 30s }
+  cooldown: { base: 10s, jitter: 0 }
+  inflight: { hang_after: 1s }
+policies:
+  - match: "nohang/*"
+    inflight: { hang_after: 0s }
+)");
+  std::string lines;
+  for (int i = 0; i < 20; ++i) {
+    // Begun at i/100 s, still out 5 s later.
+    lines += TraceLine(5 + i / 100.0, "llm/h", "\"latency_ms\": 5000");
+  }
+  lines +=
+      TraceLine(3.1, "llm/h", "\"outcome\": \"success\", \"latency_ms\": 2000");
+  lines += TraceLine(1.19, "llm/h", "\"outcome\": \"success\"");
+  lines += TraceLine(2, "nohang/x", "\"latency_ms\": 500");
+  lines += TraceLine(2, "nohang/x", "\"outcome\": 200, \"latency_ms\": 100");
+  const std::string trace = files.WriteFile("trace.jsonl", lines);
+
+  std::unique_ptr<CtlProcess> text = Simulate(files, config, trace, 0);
+  EXPECT_EQ(text->out(),
+            "llm/h: 22 calls, 21 allowed, 1 refused (open 1), 0 probes, "
+            "20 never reported, 20 hung, 1 late reports; final state open\n"
+            "  decisions: allowed 21, rejected_open 1\n"
+            "  +1.190s  closed -> open (hung_calls) cooldown 10s\n"
+            "nohang/x: 2 calls, 2 allowed, 0 refused, 0 probes, "
+            "1 never reported, 1 in flight at the end; final state closed\n"
+            "  decisions: allowed 2\n");
+  EXPECT_TRUE(absl::StrContains(
+      text->err(),
+      "21 record(s) without outcome, http_status or grpc_code (the first "
+      "at line 1): replayed as calls that never reported"))
+      << text->err();
+
+  std::unique_ptr<CtlProcess> json =
+      Simulate(files, config, trace, 1, {"--json"});
+  const std::vector<std::string> objects =
+      absl::StrSplit(json->out(), '\n', absl::SkipEmpty());
+  ASSERT_EQ(objects.size(), 2u) << json->out();
+  const YAML::Node hung = YAML::Load(objects[0]);
+  EXPECT_EQ(hung["dependency"].as<std::string>(), "llm/h");
+  EXPECT_EQ(hung["hung_calls"].as<int>(), 20);
+  EXPECT_EQ(hung["never_reported"].as<int>(), 20);
+  EXPECT_EQ(hung["inflight"].as<int>(), 0);
+  EXPECT_EQ(hung["decisions"]["rejected_open"].as<int>(), 1);
+  ASSERT_EQ(hung["timeline"].size(), 1u) << objects[0];
+  EXPECT_EQ(hung["timeline"][0]["offset_seconds"].as<double>(), 1.19);
+  EXPECT_EQ(hung["timeline"][0]["event"].as<std::string>(),
+            "closed -> open (hung_calls) cooldown 10s");
+  EXPECT_EQ(YAML::Load(objects[1])["inflight"].as<int>(), 1) << objects[1];
+}
+
+// Gentle recovery: after the probe (begun at 12 s, reported at 12.5 s: the
+// call at 12.2 s finds it in flight) closes the breaker, a 40 s ramp from a
+// share of 0.1 admits 12 of the 100 first attempts of its first second and
+// 98 of the 100 of its last; after it, every call goes.
+TEST(BreakerctlSimulateTest, RecoveryRampAdmitsARisingShare) {
+  BreakerdProcess files;
+  const std::string config = files.WriteFile("policy.yaml", R"(
+defaults:
+  consecutive_failures: 3
+  cooldown: { base: 10s, jitter: 0 }
+  recovery: { ramp: 40s, start_share: 0.1 }
+)");
+  std::string lines;
+  for (int t : {0, 1, 2, 5}) {
+    lines += TraceLine(t, "llm/r", "\"outcome\": \"timeout\"");
+  }
+  lines +=
+      TraceLine(12.5, "llm/r", "\"outcome\": \"success\", \"latency_ms\": 500");
+  lines += TraceLine(12.2, "llm/r", "\"outcome\": \"success\"");
+  for (double from : {12.51, 51.5, 53.01}) {
+    for (int k = 0; k < 100; ++k) {
+      lines += TraceLine(from + k / 100.0, "llm/r", "\"outcome\": \"success\"");
+    }
+  }
+  const std::string trace = files.WriteFile("trace.jsonl", lines);
+
+  std::unique_ptr<CtlProcess> text = Simulate(files, config, trace, 0);
+  EXPECT_EQ(text->out(),
+            "llm/r: 306 calls, 214 allowed, 92 refused (open 1, "
+            "probe_in_flight 1, ramp 90), 1 probes; final state closed\n"
+            "  decisions: allowed 213, probe 1, rejected_open 1, "
+            "rejected_probe_in_flight 1, rejected_ramp 90\n"
+            "  +2.000s  closed -> open (consecutive_failures) cooldown 10s\n"
+            "  +12.000s  open -> half_open (cooldown_elapsed)\n"
+            "  +12.000s  probe allowed\n"
+            "  +12.500s  half_open -> closed (probe_succeeded)\n"
+            "  +12.500s  ramp begins: admit share 0.10, rising to 1 over 40s\n"
+            "  +52.500s  ramp complete: 110 of 200 first attempts admitted (by "
+            "quarter of the ramp: 12/100, 0/0, 0/0, 98/100)\n");
+
+  std::unique_ptr<CtlProcess> json =
+      Simulate(files, config, trace, 1, {"--json"});
+  const YAML::Node report = YAML::Load(json->out());
+  EXPECT_EQ(report["refused"].as<int>(), 92) << json->out();
+  EXPECT_EQ(report["decisions"]["rejected_ramp"].as<int>(), 90);
+  EXPECT_EQ(report["decisions"]["shadow_rejected_ramp"].as<int>(), 0);
+  EXPECT_EQ(report["decisions"]["allowed"].as<int>(), 213);
+}
+
+// A trip while the ramp runs re-opens the breaker with reason ramp_failed at
+// the next escalation level (cooldown 20 s, not 10 s); once a later ramp has
+// completed, a trip is an ordinary one again, at the base cooldown.
+TEST(BreakerctlSimulateTest, TripDuringTheRampIsRampFailed) {
+  BreakerdProcess files;
+  const std::string config = files.WriteFile("policy.yaml", R"(
+defaults:
+  consecutive_failures: 3
+  cooldown: { base: 10s, max: 300s, jitter: 0 }
+  recovery: { ramp: 40s, start_share: 0.5 }
+)");
+  std::string lines;
+  for (int t : {0, 1, 2}) {
+    lines += TraceLine(t, "llm/f", "\"outcome\": \"timeout\"");
+  }
+  lines += TraceLine(12, "llm/f", "\"outcome\": \"success\"");
+  for (int k = 0; k < 5; ++k) {  // 13 s .. 15 s: 3 admitted, 3 failures
+    lines += TraceLine(13 + k / 2.0, "llm/f", "\"outcome\": \"timeout\"");
+  }
+  for (int t : {16, 35, 36}) {
+    lines += TraceLine(t, "llm/f", "\"outcome\": \"success\"");
+  }
+  for (int t : {76, 77, 78}) {
+    lines += TraceLine(t, "llm/f", "\"outcome\": \"timeout\"");
+  }
+  const std::string trace = files.WriteFile("trace.jsonl", lines);
+
+  std::unique_ptr<CtlProcess> text = Simulate(files, config, trace, 0);
+  EXPECT_EQ(text->out(),
+            "llm/f: 15 calls, 12 allowed, 3 refused (open 1, ramp 2), "
+            "2 probes; final state open\n"
+            "  decisions: allowed 10, probe 2, rejected_open 1, "
+            "rejected_ramp 2\n"
+            "  +2.000s  closed -> open (consecutive_failures) cooldown 10s\n"
+            "  +12.000s  open -> half_open (cooldown_elapsed)\n"
+            "  +12.000s  probe allowed\n"
+            "  +12.000s  half_open -> closed (probe_succeeded)\n"
+            "  +12.000s  ramp begins: admit share 0.50, rising to 1 over 40s\n"
+            "  +15.000s  ramp failed after 3s: 3 of 5 first attempts admitted "
+            "(by quarter of the ramp: 3/5)\n"
+            "  +15.000s  closed -> open (ramp_failed) cooldown 20s\n"
+            "  +35.000s  open -> half_open (cooldown_elapsed)\n"
+            "  +35.000s  probe allowed\n"
+            "  +35.000s  half_open -> closed (probe_succeeded)\n"
+            "  +35.000s  ramp begins: admit share 0.50, rising to 1 over 40s\n"
+            "  +75.000s  ramp complete: 1 of 1 first attempts admitted (by "
+            "quarter of the ramp: 1/1, 0/0, 0/0, 0/0)\n"
+            "  +78.000s  closed -> open (consecutive_failures) cooldown 10s\n");
 }
 
 // The sidecar's --trace-file is a trace `simulate` replays: the same policy

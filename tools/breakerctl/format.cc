@@ -95,7 +95,11 @@ std::string FormatStatus(const v1::BreakerStatus& s) {
       "escalation_level: ", s.escalation_level(), "\n",  //
       "policy: ", s.policy(), "\n",                      //
       "mode: ", s.mode(), "\n",                          //
-      "probe_in_flight: ", s.probe_in_flight() ? "true" : "false", "\n");
+      "probe_in_flight: ", s.probe_in_flight() ? "true" : "false", "\n",
+      "admit_share: ", absl::StrFormat("%.4f", s.admit_share()), "\n",
+      "inflight: ", s.inflight(), "\n",  //
+      "fleet_window_calls: ", s.fleet_window_calls(), "\n",
+      "fleet_window_failures: ", s.fleet_window_failures(), "\n");
 }
 
 namespace {

@@ -62,8 +62,8 @@ ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5),
 ABSL_FLAG(std::string, config, "",
           "simulate: the YAML policy file, as breakerd's --config.");
 ABSL_FLAG(std::string, trace, "",
-          "simulate: the trace of outcomes, one JSON object per line "
-          "(tools/breakerctl/README.md).");
+          "simulate: the trace of calls, one JSON object per line, as "
+          "breakerd's --trace-file writes it (tools/breakerctl/README.md).");
 
 namespace breakerd::ctl {
 namespace {
@@ -89,10 +89,16 @@ Commands:
   force-close DEP      allow every call to DEP until force-open or reset
   reset DEP            back to plain closed, counters and escalation cleared
   simulate --config=POLICY.yaml --trace=OUTCOMES.jsonl
-                       replay recorded outcomes through the real engine on a
+                       replay recorded calls through the real engine on a
                        simulated clock; print when each breaker would have
-                       opened, probed and closed, and how many calls it would
-                       have refused
+                       opened, probed and closed, how many calls it would
+                       have refused (by reason, recovery ramps included) and
+                       how each ramp went. A record is an Acquire at its
+                       t - latency_ms and a Report at its t; a record with
+                       no outcome (no outcome, http_status or grpc_code) is
+                       a call that never reported: it stays in flight, and
+                       with inflight.hang_after counts as hung once it has
+                       been out that long, whatever its latency_ms
   hash-label NAME...   for each dependency NAME, the label /metrics shows for
                        it under breakerd --metrics-dependency-label=hash, as
                        "NAME<TAB>LABEL" (local: no breakerd needed); a NAME

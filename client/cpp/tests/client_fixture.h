@@ -33,7 +33,8 @@ inline constexpr absl::Duration kWait = absl::Seconds(5);
 // (client/conformance/breakerd.yaml): three failures in a row open a breaker
 // for 30 s (long enough that no test sees the cooldown end); "short/*" cools
 // down in 1 s; "payments/*" opens the same way but in shadow mode (breakerd
-// allows every call).
+// allows every call); "ramp/*" cools down in 1 s and, once its probe has
+// closed it, recovers gently over 60 s (no retry admitted meanwhile).
 inline constexpr char kConfigPath[] = BREAKERD_CLIENT_TEST_CONFIG;
 
 // True once `pid` is stopped (SIGSTOP delivered: state T in /proc).

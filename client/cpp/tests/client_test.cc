@@ -19,6 +19,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "breakerd/internal/convert.h"
+#include "breakerd/internal/statuses.h"
+#include "breakerd/v1/breaker.pb.h"
 #include "client_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -489,6 +492,38 @@ TEST(OutcomeTest, AClassifiedStatusCarriesItsOutcome) {
   EXPECT_TRUE(
       Classified(absl::OkStatus(), Outcome::Of(OutcomeKind::kTimeout)).ok());
   EXPECT_EQ(Outcome::FromStatus(absl::OkStatus()).grpc_code, 0);
+}
+
+// Gentle recovery's refusal and a repeated Report's effect, read from the
+// wire: a ramp refusal is a refusal like any other (the breaker-open error,
+// its reason kept), whose wait may be zero.
+TEST(ConvertTest, RampRefusalAndDuplicateEffectReadFromTheWire) {
+  v1::AcquireResponse response;
+  response.set_allowed(false);
+  response.set_state(v1::STATE_CLOSED);
+  response.set_reason(v1::REJECT_REASON_RAMP);
+  const Decision d = internal::DecisionFrom(response, "svc/ramp");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.state, State::kClosed);
+  EXPECT_EQ(d.reason, RejectReason::kRamp);
+  EXPECT_EQ(d.retry_after, absl::ZeroDuration());
+  EXPECT_EQ(d.source, DecisionSource::kSidecar);
+  EXPECT_EQ(RejectReasonName(RejectReason::kRamp), "REJECT_REASON_RAMP");
+
+  const absl::Status refused = internal::RefusedStatus(d, "");
+  EXPECT_TRUE(IsBreakerOpen(refused));
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("REJECT_REASON_RAMP"));
+  const std::optional<Decision> back = RefusalOf(refused);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->reason, RejectReason::kRamp);
+  EXPECT_EQ(back->retry_after, absl::ZeroDuration());
+
+  EXPECT_EQ(internal::FromProto(v1::EFFECT_DUPLICATE),
+            ReportEffect::kDuplicate);
+  EXPECT_EQ(internal::ToProto(ReportEffect::kDuplicate), v1::EFFECT_DUPLICATE);
+  // A value from a newer breakerd reads as the zero value.
+  EXPECT_EQ(internal::FromProto(static_cast<v1::Effect>(v1::Effect_MAX + 1)),
+            ReportEffect::kUnspecified);
 }
 
 }  // namespace

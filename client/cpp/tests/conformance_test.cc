@@ -2,11 +2,12 @@
 // apply to C++, each against the real breakerd binary with the numbers the
 // scenario gives. Where the scenario is about time (burst, restart,
 // hung-sidecar, wait-ready) the client has its defaults, a 20 ms
-// decision_timeout; where it checks what breakerd counted (shadow,
-// cancel-call, classifier-raises, closed, soft-failure, first-non-retryable)
-// it has a 2 s one, so that a loaded machine cannot turn a decision the
-// check needs into a FAIL_OPEN. log-flap, which needs no breakerd, is in
-// change_log_test.cc; cancel-acquire and pre-fork do not apply to C++.
+// decision_timeout; where it checks what breakerd counted or answered
+// (shadow, cancel-call, classifier-raises, closed, soft-failure,
+// first-non-retryable, ramp) it has a 2 s one, so that a loaded machine
+// cannot turn a decision the check needs into a FAIL_OPEN. log-flap, which
+// needs no breakerd, is in change_log_test.cc; cancel-acquire and pre-fork
+// do not apply to C++.
 #include <signal.h>
 
 #include <atomic>
@@ -603,6 +604,66 @@ TEST_F(ConformanceTest, FirstStopsAfterAFailureNotWorthRetrying) {
   EXPECT_THAT(called, ::testing::ElementsAre("first/a", "first/b"));
   EXPECT_EQ(Reports("first/a", "server_error", "counted_failure"), 1);
   EXPECT_EQ(Reports("first/b", "success", "counted_success"), 1);
+}
+
+// conformance: ramp
+TEST_F(ConformanceTest, ARampRefusalIsARefusalFromTheSidecar) {
+  auto client = NewClient();
+  const std::string dep = "ramp/cpp";
+  // Open it over gRPC (three failures), then close it with the probe once
+  // its 1 s cooldown has passed: it is ramping.
+  auto stub = proc_.BreakerStub();
+  const auto acquire = [&](v1::AcquireResponse* out) {
+    grpc::ClientContext ctx;
+    v1::AcquireRequest request;
+    request.set_dependency(dep);
+    return stub->Acquire(&ctx, request, out).ok();
+  };
+  const auto report = [&](uint64_t permit, v1::Outcome outcome) {
+    grpc::ClientContext ctx;
+    v1::ReportRequest request;
+    request.set_dependency(dep);
+    request.set_permit(permit);
+    request.set_outcome(outcome);
+    v1::ReportResponse response;
+    return stub->Report(&ctx, request, &response).ok();
+  };
+  for (int i = 0; i < 3; ++i) {
+    v1::AcquireResponse granted;
+    ASSERT_TRUE(acquire(&granted) && granted.allowed()) << i;
+    ASSERT_TRUE(report(granted.permit(), v1::OUTCOME_SERVER_ERROR));
+  }
+  ASSERT_TRUE(WaitUntil([&] {
+    v1::AcquireResponse probe;
+    return acquire(&probe) && probe.probe() &&
+           report(probe.permit(), v1::OUTCOME_SUCCESS);
+  })) << "no probe within the wait";
+
+  absl::StatusOr<Permit> retry = client->Acquire(dep, 1);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  const Decision& d = retry->decision();
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.permit, 0u);
+  EXPECT_EQ(d.reason, RejectReason::kRamp);
+  EXPECT_EQ(d.source, DecisionSource::kSidecar);
+  EXPECT_EQ(d.state, State::kClosed);
+
+  RetryOptions options;
+  options.max_attempts = 3;
+  options.base = absl::Milliseconds(1);
+  options.max_backoff = absl::Milliseconds(5);
+  int calls = 0;
+  absl::Status s = client->Retry(
+      dep,
+      [&] {
+        ++calls;
+        return absl::InternalError("upstream 500");
+      },
+      options);
+  EXPECT_LE(calls, 1) << "the first attempt at most";
+  ASSERT_TRUE(IsBreakerOpen(s)) << s;
+  EXPECT_EQ(RefusalOf(s)->reason, RejectReason::kRamp);
+  EXPECT_EQ(RefusalOf(s)->source, DecisionSource::kSidecar);
 }
 
 // conformance: wait-ready

@@ -111,6 +111,11 @@ const (
 	RejectReason_REJECT_REASON_RETRY_BUDGET RejectReason = 3
 	// An operator forced the breaker open through Admin.
 	RejectReason_REJECT_REASON_FORCED_OPEN RejectReason = 4
+	// Gentle recovery (policy recovery.ramp): the breaker closed recently and
+	// admits only a rising share of first attempts (see
+	// BreakerStatus.admit_share); this one is past the share, or it is a
+	// retry, which a ramping breaker never allows.
+	RejectReason_REJECT_REASON_RAMP RejectReason = 5
 )
 
 // Enum value maps for RejectReason.
@@ -121,6 +126,7 @@ var (
 		2: "REJECT_REASON_PROBE_IN_FLIGHT",
 		3: "REJECT_REASON_RETRY_BUDGET",
 		4: "REJECT_REASON_FORCED_OPEN",
+		5: "REJECT_REASON_RAMP",
 	}
 	RejectReason_value = map[string]int32{
 		"REJECT_REASON_UNSPECIFIED":     0,
@@ -128,6 +134,7 @@ var (
 		"REJECT_REASON_PROBE_IN_FLIGHT": 2,
 		"REJECT_REASON_RETRY_BUDGET":    3,
 		"REJECT_REASON_FORCED_OPEN":     4,
+		"REJECT_REASON_RAMP":            5,
 	}
 )
 
@@ -172,6 +179,10 @@ const (
 	// The permit belongs to an earlier generation (the breaker has moved
 	// since), or the breaker is open: counted in metrics, no state change.
 	Effect_EFFECT_LATE Effect = 4
+	// The permit was reported already: this repeated Report changes nothing.
+	// Exact for permits younger than the permit horizon (inflight.hang_after,
+	// or 60 s when that is off); wins over EFFECT_LATE.
+	Effect_EFFECT_DUPLICATE Effect = 5
 )
 
 // Enum value maps for Effect.
@@ -182,6 +193,7 @@ var (
 		2: "EFFECT_COUNTED_FAILURE",
 		3: "EFFECT_NEUTRAL",
 		4: "EFFECT_LATE",
+		5: "EFFECT_DUPLICATE",
 	}
 	Effect_value = map[string]int32{
 		"EFFECT_UNSPECIFIED":     0,
@@ -189,6 +201,7 @@ var (
 		"EFFECT_COUNTED_FAILURE": 2,
 		"EFFECT_NEUTRAL":         3,
 		"EFFECT_LATE":            4,
+		"EFFECT_DUPLICATE":       5,
 	}
 )
 
@@ -802,6 +815,13 @@ type BreakerStatus struct {
 	Mode string `protobuf:"bytes,12,opt,name=mode,proto3" json:"mode,omitempty"`
 	// True while a half-open probe is out and its lease has not lapsed.
 	ProbeInFlight bool `protobuf:"varint,13,opt,name=probe_in_flight,json=probeInFlight,proto3" json:"probe_in_flight,omitempty"`
+	// Gentle recovery: the share of first attempts admitted now, rising to 1
+	// over recovery.ramp after a probe closes the breaker; 1 when not
+	// ramping.
+	AdmitShare float64 `protobuf:"fixed64,14,opt,name=admit_share,json=admitShare,proto3" json:"admit_share,omitempty"`
+	// Permits out within the permit horizon: acquired, not reported and not
+	// (yet) counted as hung.
+	Inflight uint64 `protobuf:"varint,15,opt,name=inflight,proto3" json:"inflight,omitempty"`
 	// Fleet mode (fleet.share_window): the fleet's counted calls and
 	// failures over this breaker's window, as last read from the fleet (every
 	// --fleet-sync-interval while it has traffic); zero once that read is
@@ -931,6 +951,20 @@ func (x *BreakerStatus) GetProbeInFlight() bool {
 		return x.ProbeInFlight
 	}
 	return false
+}
+
+func (x *BreakerStatus) GetAdmitShare() float64 {
+	if x != nil {
+		return x.AdmitShare
+	}
+	return 0
+}
+
+func (x *BreakerStatus) GetInflight() uint64 {
+	if x != nil {
+		return x.Inflight
+	}
+	return 0
 }
 
 func (x *BreakerStatus) GetFleetWindowCalls() uint64 {
@@ -1400,7 +1434,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fGetStateRequest\x12\x1e\n" +
 	"\n" +
 	"dependency\x18\x01 \x01(\tR\n" +
-	"dependency\"\xe4\x04\n" +
+	"dependency\"\xa1\x05\n" +
 	"\rBreakerStatus\x12\x1e\n" +
 	"\n" +
 	"dependency\x18\x01 \x01(\tR\n" +
@@ -1420,7 +1454,10 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	" \x01(\rR\x0fescalationLevel\x12\x16\n" +
 	"\x06policy\x18\v \x01(\tR\x06policy\x12\x12\n" +
 	"\x04mode\x18\f \x01(\tR\x04mode\x12&\n" +
-	"\x0fprobe_in_flight\x18\r \x01(\bR\rprobeInFlight\x12,\n" +
+	"\x0fprobe_in_flight\x18\r \x01(\bR\rprobeInFlight\x12\x1f\n" +
+	"\vadmit_share\x18\x0e \x01(\x01R\n" +
+	"admitShare\x12\x1a\n" +
+	"\binflight\x18\x0f \x01(\x04R\binflight\x12,\n" +
 	"\x12fleet_window_calls\x18\x10 \x01(\x04R\x10fleetWindowCalls\x122\n" +
 	"\x15fleet_window_failures\x18\x11 \x01(\x04R\x13fleetWindowFailures\"\x13\n" +
 	"\x11ListStatesRequest\"L\n" +
@@ -1462,19 +1499,21 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"STATE_OPEN\x10\x02\x12\x13\n" +
 	"\x0fSTATE_HALF_OPEN\x10\x03\x12\x15\n" +
 	"\x11STATE_FORCED_OPEN\x10\x04\x12\x17\n" +
-	"\x13STATE_FORCED_CLOSED\x10\x05*\xa7\x01\n" +
+	"\x13STATE_FORCED_CLOSED\x10\x05*\xbf\x01\n" +
 	"\fRejectReason\x12\x1d\n" +
 	"\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12REJECT_REASON_OPEN\x10\x01\x12!\n" +
 	"\x1dREJECT_REASON_PROBE_IN_FLIGHT\x10\x02\x12\x1e\n" +
 	"\x1aREJECT_REASON_RETRY_BUDGET\x10\x03\x12\x1d\n" +
-	"\x19REJECT_REASON_FORCED_OPEN\x10\x04*}\n" +
+	"\x19REJECT_REASON_FORCED_OPEN\x10\x04\x12\x16\n" +
+	"\x12REJECT_REASON_RAMP\x10\x05*\x93\x01\n" +
 	"\x06Effect\x12\x16\n" +
 	"\x12EFFECT_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EFFECT_COUNTED_SUCCESS\x10\x01\x12\x1a\n" +
 	"\x16EFFECT_COUNTED_FAILURE\x10\x02\x12\x12\n" +
 	"\x0eEFFECT_NEUTRAL\x10\x03\x12\x0f\n" +
-	"\vEFFECT_LATE\x10\x04*\x80\x02\n" +
+	"\vEFFECT_LATE\x10\x04\x12\x14\n" +
+	"\x10EFFECT_DUPLICATE\x10\x05*\x80\x02\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x13\n" +

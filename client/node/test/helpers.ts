@@ -11,13 +11,18 @@ import * as grpc from '@grpc/grpc-js';
 import { breakerdV1 } from '../src/proto';
 import type { AdminClient } from '../src/generated/breakerd/v1/Admin';
 import type { BreakerClient } from '../src/generated/breakerd/v1/Breaker';
+import type { AcquireResponse__Output } from '../src/generated/breakerd/v1/AcquireResponse';
 import type { BreakerStatus__Output } from '../src/generated/breakerd/v1/BreakerStatus';
+import type { Outcome } from '../src/generated/breakerd/v1/Outcome';
+import type { ReportResponse__Output } from '../src/generated/breakerd/v1/ReportResponse';
 
 /**
  * The config every client's suite starts breakerd with
  * (client/conformance/breakerd.yaml): consecutive_failures 3, no
  * failure-rate rule, 30 s cooldowns; `short/*` cools down in 1 s;
- * `payments/*` is in shadow mode. Read from dist/test at run time.
+ * `payments/*` is in shadow mode; `ramp/*` cools down in 1 s and recovers
+ * gently over 60 s once its probe has closed it. Read from dist/test at run
+ * time.
  */
 export const CONFIG = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'conformance', 'breakerd.yaml'), 'utf8');
 
@@ -281,6 +286,20 @@ export class Breakerd {
   /** breakerd_acquire_total for one dependency, every decision. */
   acquires(dependency: string): Promise<number> {
     return this.metric('breakerd_acquire_total', { dependency });
+  }
+
+  /** breakerd's own Acquire, with no client in between. */
+  acquireRaw(dependency: string, attempt = 0): Promise<AcquireResponse__Output> {
+    return new Promise((resolve, reject) =>
+      this.grpc().breaker.Acquire({ dependency, attempt }, (err, res) => (err ? reject(err) : resolve(res!))),
+    );
+  }
+
+  /** breakerd's own Report of an explicit outcome, with no client in between. */
+  reportRaw(dependency: string, permit: string | number, outcome: Outcome): Promise<ReportResponse__Output> {
+    return new Promise((resolve, reject) =>
+      this.grpc().breaker.Report({ dependency, permit, outcome }, (err, res) => (err ? reject(err) : resolve(res!))),
+    );
   }
 
   getState(dependency: string): Promise<BreakerStatus__Output> {

@@ -289,6 +289,24 @@ class Breakerd:
         result: M = call(request, timeout=5, metadata=metadata)
         return result
 
+    def acquire(self, dependency: str, attempt: int = 0) -> pb.AcquireResponse:
+        """breakerd's own Acquire, with no client in between."""
+        return self._unary(
+            "Breaker",
+            "Acquire",
+            pb.AcquireRequest(dependency=dependency, attempt=attempt),
+            pb.AcquireResponse,
+        )
+
+    def report(self, dependency: str, permit: int, outcome: pb.Outcome) -> pb.ReportResponse:
+        """breakerd's own Report of an explicit outcome, with no client in between."""
+        return self._unary(
+            "Breaker",
+            "Report",
+            pb.ReportRequest(dependency=dependency, permit=permit, outcome=outcome),
+            pb.ReportResponse,
+        )
+
     def get_state(self, dependency: str) -> pb.BreakerStatus:
         return self._unary(
             "Breaker", "GetState", pb.GetStateRequest(dependency=dependency), pb.BreakerStatus

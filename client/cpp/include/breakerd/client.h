@@ -98,6 +98,9 @@ enum class RejectReason {
   kProbeInFlight,  // half-open, and another caller holds the probe
   kRetryBudget,    // attempt > 0 and the dependency's retry budget is spent
   kForcedOpen,     // an operator forced the breaker open
+  kRamp,           // the breaker is recovering (it closed recently) and
+                   // admits a rising share of first attempts and no retry;
+                   // retry_after may be zero
 };
 
 // How a guarded call ended, said explicitly (breakerd.v1.Outcome).
@@ -123,6 +126,8 @@ enum class ReportEffect {
   kNeutral,         // neither (bad request, auth error, cancelled, ...)
   kLate,            // the breaker has moved on since the permit, or is
                     // open: counted in metrics, no state change
+  kDuplicate,       // the permit was reported already: this Report changed
+                    // nothing
 };
 
 // The proto's names: "STATE_OPEN", "REJECT_REASON_PROBE_IN_FLIGHT".

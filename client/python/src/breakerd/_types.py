@@ -28,6 +28,9 @@ class RejectReason(enum.IntEnum):
     PROBE_IN_FLIGHT = 2
     RETRY_BUDGET = 3
     FORCED_OPEN = 4
+    RAMP = 5
+    """Gentle recovery: the breaker closed recently and admits a rising share
+    of first attempts and no retry; ``retry_after`` may be 0."""
 
 
 class Source(enum.Enum):

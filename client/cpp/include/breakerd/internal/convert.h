@@ -44,6 +44,7 @@ inline constexpr EnumPair<RejectReason, v1::RejectReason> kRejectReasonPairs[] =
         {RejectReason::kProbeInFlight, v1::REJECT_REASON_PROBE_IN_FLIGHT},
         {RejectReason::kRetryBudget, v1::REJECT_REASON_RETRY_BUDGET},
         {RejectReason::kForcedOpen, v1::REJECT_REASON_FORCED_OPEN},
+        {RejectReason::kRamp, v1::REJECT_REASON_RAMP},
 };
 
 inline constexpr EnumPair<OutcomeKind, v1::Outcome> kOutcomeKindPairs[] = {
@@ -65,6 +66,7 @@ inline constexpr EnumPair<ReportEffect, v1::Effect> kReportEffectPairs[] = {
     {ReportEffect::kCountedFailure, v1::EFFECT_COUNTED_FAILURE},
     {ReportEffect::kNeutral, v1::EFFECT_NEUTRAL},
     {ReportEffect::kLate, v1::EFFECT_LATE},
+    {ReportEffect::kDuplicate, v1::EFFECT_DUPLICATE},
 };
 
 // Whether `pairs` starts with the proto's zero value (the fallback) and

@@ -8,6 +8,7 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 DESCRIPTOR: _descriptor.FileDescriptor
 EFFECT_COUNTED_FAILURE: Effect
 EFFECT_COUNTED_SUCCESS: Effect
+EFFECT_DUPLICATE: Effect
 EFFECT_LATE: Effect
 EFFECT_NEUTRAL: Effect
 EFFECT_UNSPECIFIED: Effect
@@ -24,6 +25,7 @@ OUTCOME_UNSPECIFIED: Outcome
 REJECT_REASON_FORCED_OPEN: RejectReason
 REJECT_REASON_OPEN: RejectReason
 REJECT_REASON_PROBE_IN_FLIGHT: RejectReason
+REJECT_REASON_RAMP: RejectReason
 REJECT_REASON_RETRY_BUDGET: RejectReason
 REJECT_REASON_UNSPECIFIED: RejectReason
 STATE_CLOSED: State
@@ -90,7 +92,8 @@ class AdminResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[BreakerStatus, _Mapping]] = ...) -> None: ...
 
 class BreakerStatus(_message.Message):
-    __slots__ = ["consecutive_failures", "dependency", "escalation_level", "failure_rate", "fleet_window_calls", "fleet_window_failures", "generation", "mode", "policy", "probe_in_flight", "retry_after", "state", "window_calls", "window_failures", "window_slow_calls"]
+    __slots__ = ["admit_share", "consecutive_failures", "dependency", "escalation_level", "failure_rate", "fleet_window_calls", "fleet_window_failures", "generation", "inflight", "mode", "policy", "probe_in_flight", "retry_after", "state", "window_calls", "window_failures", "window_slow_calls"]
+    ADMIT_SHARE_FIELD_NUMBER: _ClassVar[int]
     CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
     ESCALATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +101,7 @@ class BreakerStatus(_message.Message):
     FLEET_WINDOW_CALLS_FIELD_NUMBER: _ClassVar[int]
     FLEET_WINDOW_FAILURES_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    INFLIGHT_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     PROBE_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +110,7 @@ class BreakerStatus(_message.Message):
     WINDOW_CALLS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FAILURES_FIELD_NUMBER: _ClassVar[int]
     WINDOW_SLOW_CALLS_FIELD_NUMBER: _ClassVar[int]
+    admit_share: float
     consecutive_failures: int
     dependency: str
     escalation_level: int
@@ -113,6 +118,7 @@ class BreakerStatus(_message.Message):
     fleet_window_calls: int
     fleet_window_failures: int
     generation: int
+    inflight: int
     mode: str
     policy: str
     probe_in_flight: bool
@@ -121,7 +127,7 @@ class BreakerStatus(_message.Message):
     window_calls: int
     window_failures: int
     window_slow_calls: int
-    def __init__(self, dependency: _Optional[str] = ..., state: _Optional[_Union[State, str]] = ..., generation: _Optional[int] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., window_calls: _Optional[int] = ..., window_failures: _Optional[int] = ..., window_slow_calls: _Optional[int] = ..., failure_rate: _Optional[float] = ..., consecutive_failures: _Optional[int] = ..., escalation_level: _Optional[int] = ..., policy: _Optional[str] = ..., mode: _Optional[str] = ..., probe_in_flight: bool = ..., fleet_window_calls: _Optional[int] = ..., fleet_window_failures: _Optional[int] = ...) -> None: ...
+    def __init__(self, dependency: _Optional[str] = ..., state: _Optional[_Union[State, str]] = ..., generation: _Optional[int] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., window_calls: _Optional[int] = ..., window_failures: _Optional[int] = ..., window_slow_calls: _Optional[int] = ..., failure_rate: _Optional[float] = ..., consecutive_failures: _Optional[int] = ..., escalation_level: _Optional[int] = ..., policy: _Optional[str] = ..., mode: _Optional[str] = ..., probe_in_flight: bool = ..., admit_share: _Optional[float] = ..., inflight: _Optional[int] = ..., fleet_window_calls: _Optional[int] = ..., fleet_window_failures: _Optional[int] = ...) -> None: ...
 
 class ForceCloseRequest(_message.Message):
     __slots__ = ["dependency"]

@@ -41,6 +41,17 @@ export interface BreakerStatus {
    */
   'probe_in_flight'?: (boolean);
   /**
+   * Gentle recovery: the share of first attempts admitted now, rising to 1
+   * over recovery.ramp after a probe closes the breaker; 1 when not
+   * ramping.
+   */
+  'admit_share'?: (number | string);
+  /**
+   * Permits out within the permit horizon: acquired, not reported and not
+   * (yet) counted as hung.
+   */
+  'inflight'?: (number | string | Long);
+  /**
    * Fleet mode (fleet.share_window): the fleet's counted calls and
    * failures over this breaker's window, as last read from the fleet (every
    * --fleet-sync-interval while it has traffic); zero once that read is
@@ -86,6 +97,17 @@ export interface BreakerStatus__Output {
    * True while a half-open probe is out and its lease has not lapsed.
    */
   'probe_in_flight': (boolean);
+  /**
+   * Gentle recovery: the share of first attempts admitted now, rising to 1
+   * over recovery.ramp after a probe closes the breaker; 1 when not
+   * ramping.
+   */
+  'admit_share': (number);
+  /**
+   * Permits out within the permit horizon: acquired, not reported and not
+   * (yet) counted as hung.
+   */
+  'inflight': (string);
   /**
    * Fleet mode (fleet.share_window): the fleet's counted calls and
    * failures over this breaker's window, as last read from the fleet (every

@@ -22,6 +22,12 @@ export const Effect = {
    * since), or the breaker is open: counted in metrics, no state change.
    */
   EFFECT_LATE: 'EFFECT_LATE',
+  /**
+   * The permit was reported already: this repeated Report changes nothing.
+   * Exact for permits younger than the permit horizon (inflight.hang_after,
+   * or 60 s when that is off); wins over EFFECT_LATE.
+   */
+  EFFECT_DUPLICATE: 'EFFECT_DUPLICATE',
 } as const;
 
 /**
@@ -51,6 +57,13 @@ export type Effect =
    */
   | 'EFFECT_LATE'
   | 4
+  /**
+   * The permit was reported already: this repeated Report changes nothing.
+   * Exact for permits younger than the permit horizon (inflight.hang_after,
+   * or 60 s when that is off); wins over EFFECT_LATE.
+   */
+  | 'EFFECT_DUPLICATE'
+  | 5
 
 /**
  * What a Report did to the breaker.

@@ -21,6 +21,13 @@ export const RejectReason = {
    * An operator forced the breaker open through Admin.
    */
   REJECT_REASON_FORCED_OPEN: 'REJECT_REASON_FORCED_OPEN',
+  /**
+   * Gentle recovery (policy recovery.ramp): the breaker closed recently and
+   * admits only a rising share of first attempts (see
+   * BreakerStatus.admit_share); this one is past the share, or it is a
+   * retry, which a ramping breaker never allows.
+   */
+  REJECT_REASON_RAMP: 'REJECT_REASON_RAMP',
 } as const;
 
 /**
@@ -49,6 +56,14 @@ export type RejectReason =
    */
   | 'REJECT_REASON_FORCED_OPEN'
   | 4
+  /**
+   * Gentle recovery (policy recovery.ramp): the breaker closed recently and
+   * admits only a rising share of first attempts (see
+   * BreakerStatus.admit_share); this one is past the share, or it is a
+   * retry, which a ramping breaker never allows.
+   */
+  | 'REJECT_REASON_RAMP'
+  | 5
 
 /**
  * Why an Acquire was (or, in shadow mode, would have been) rejected.

@@ -23,6 +23,7 @@ final class Protos {
       case REJECT_REASON_PROBE_IN_FLIGHT -> RejectReason.PROBE_IN_FLIGHT;
       case REJECT_REASON_RETRY_BUDGET -> RejectReason.RETRY_BUDGET;
       case REJECT_REASON_FORCED_OPEN -> RejectReason.FORCED_OPEN;
+      case REJECT_REASON_RAMP -> RejectReason.RAMP;
       default -> RejectReason.NONE;
     };
   }

@@ -11,5 +11,10 @@ public enum RejectReason {
   /** A retry ({@code attempt > 0}) was refused: the dependency's retry budget is spent. */
   RETRY_BUDGET,
   /** An operator forced the breaker open. */
-  FORCED_OPEN
+  FORCED_OPEN,
+  /**
+   * Gentle recovery: the breaker closed recently and admits a rising share of first attempts and
+   * no retry; {@link Decision#retryAfter()} may be zero.
+   */
+  RAMP
 }
