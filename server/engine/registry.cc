@@ -19,6 +19,15 @@ uint64_t RandomSecret() {
   return s;
 }
 
+// The transition slot of the hot path, one per thread and reused: a fresh
+// std::optional<Transition> per call is zero-filled (about 120 bytes with
+// GCC's optional), a tenth of the pair's instructions. Observers never call
+// back into the Registry, so a thread is never in two calls at once.
+std::optional<Transition>& TransitionSlot() {
+  thread_local std::optional<Transition> slot;
+  return slot;
+}
+
 }  // namespace
 
 absl::Status ValidateDependency(absl::string_view name,
@@ -68,6 +77,12 @@ void Registry::Notify(const Transition& t) {
   for (TransitionObserver* o : observers_) o->OnTransition(t);
 }
 
+void Registry::NotifyAndClear(std::optional<Transition>* t) {
+  if (!t->has_value()) return;
+  Notify(**t);
+  t->reset();
+}
+
 std::shared_ptr<const PolicySet> Registry::policies() const {
   ReaderMutexLock lock(&policies_mu_);
   return policies_;
@@ -113,9 +128,9 @@ auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
 absl::StatusOr<AcquireResult> Registry::AcquireValidated(
     absl::string_view dependency, uint32_t attempt) {
   return WithBreaker(dependency, /*create=*/true, [&](Breaker& b) {
-    std::optional<Transition> transition;
+    std::optional<Transition>& transition = TransitionSlot();
     AcquireResult r = b.Acquire(attempt, &transition);
-    if (transition.has_value()) Notify(*transition);
+    NotifyAndClear(&transition);
     return r;
   });
 }
@@ -186,9 +201,9 @@ absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
     auto it = shard.map.find(dependency, hash);
     if (it != shard.map.end()) {
       Breaker& b = *it->second;
-      std::optional<Transition> transition;
+      std::optional<Transition>& transition = TransitionSlot();
       found.emplace(b.Report(permit, in, &transition));
-      if (transition.has_value()) Notify(*transition);
+      NotifyAndClear(&transition);
       // Once per breaker between two TakeFleetDeltas.
       if (context_.arbiter != nullptr && b.QueueForFleet()) {
         shard.fleet_queue.emplace_back(dependency);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -211,6 +212,9 @@ class Registry {
       -> absl::StatusOr<decltype(fn(std::declval<Breaker&>()))>;
   // Tells every observer. REQUIRES: the lock of t's shard is held.
   void Notify(const Transition& t);
+  // Notify(**t) if *t holds a transition, which it then drops (for the
+  // reused per-thread slot of the hot path).
+  void NotifyAndClear(std::optional<Transition>* t);
   // Runs an admin override on the named breaker and notifies observers.
   absl::StatusOr<BreakerSnapshot> Administer(absl::string_view dependency,
                                              bool create,
