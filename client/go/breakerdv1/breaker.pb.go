@@ -1113,7 +1113,10 @@ type StateChange struct {
 	Previous   State                  `protobuf:"varint,3,opt,name=previous,proto3,enum=breakerd.v1.State" json:"previous,omitempty"`
 	// Why: "initial", "consecutive_failures", "failure_rate",
 	// "slow_call_rate", "cooldown_elapsed", "probe_succeeded", "probe_failed",
-	// "forced_open", "forced_closed", "reset", "reload".
+	// "forced_open", "forced_closed", "reset", "reload", "fleet", "restored",
+	// "fleet_failure_rate", "fleet_slow_call_rate", "ramp_failed" (a trip
+	// while gentle recovery ramped), "hung_calls" (calls unreported past
+	// inflight.hang_after tipped a rate rule).
 	Reason     string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	Generation uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
 	// Time left in the cooldown when the state is open: refuse locally until

@@ -11,7 +11,10 @@ export interface StateChange {
   /**
    * Why: "initial", "consecutive_failures", "failure_rate",
    * "slow_call_rate", "cooldown_elapsed", "probe_succeeded", "probe_failed",
-   * "forced_open", "forced_closed", "reset", "reload".
+   * "forced_open", "forced_closed", "reset", "reload", "fleet", "restored",
+   * "fleet_failure_rate", "fleet_slow_call_rate", "ramp_failed" (a trip
+   * while gentle recovery ramped), "hung_calls" (calls unreported past
+   * inflight.hang_after tipped a rate rule).
    */
   'reason'?: (string);
   'generation'?: (number | string | Long);
@@ -35,7 +38,10 @@ export interface StateChange__Output {
   /**
    * Why: "initial", "consecutive_failures", "failure_rate",
    * "slow_call_rate", "cooldown_elapsed", "probe_succeeded", "probe_failed",
-   * "forced_open", "forced_closed", "reset", "reload".
+   * "forced_open", "forced_closed", "reset", "reload", "fleet", "restored",
+   * "fleet_failure_rate", "fleet_slow_call_rate", "ramp_failed" (a trip
+   * while gentle recovery ramped), "hung_calls" (calls unreported past
+   * inflight.hang_after tipped a rate rule).
    */
   'reason': (string);
   'generation': (string);
