@@ -226,6 +226,17 @@ bool Breaker::ReleaseIdleMemory() {
   return true;
 }
 
+uint64_t Breaker::InflightAt(Instant now) const {
+  if (ledger_ == nullptr) return 0;
+  // Permits that will count as hung at the next Acquire or Report are
+  // still out until then: shown, and they keep the breaker from eviction.
+  return ledger_->Inflight(
+      now.ns, HorizonNs(),
+      policy_->inflight.hang_after > absl::ZeroDuration() &&
+          Counting(DerivedState(now)),
+      generation_first_seq_);
+}
+
 double Breaker::RampShare(Instant now) const {
   if (ramp_start_ns_ == 0) return 1;
   const int64_t ramp = absl::ToInt64Nanoseconds(policy_->recovery.ramp);
@@ -906,8 +917,7 @@ bool Breaker::IsIdle(absl::Duration idle_ttl) const {
   return override_ == Override::kNone && !open_ && consecutive_failures_ == 0 &&
          escalation_ == 0 && ramp_start_ns_ == 0 &&
          now.ns - last_activity_ns_ >= absl::ToInt64Nanoseconds(idle_ttl) &&
-         Window(now).calls == 0 &&
-         (ledger_ == nullptr || ledger_->Inflight(now.ns, HorizonNs()) == 0);
+         Window(now).calls == 0 && InflightAt(now) == 0;
 }
 
 BreakerSnapshot Breaker::Snapshot() const {
@@ -930,7 +940,7 @@ BreakerSnapshot Breaker::Snapshot() const {
   // A ramp that has run its course clears the escalation at the next
   // Acquire; show it as it will be.
   if (ramp_start_ns_ != 0 && s.admit_share >= 1) s.escalation_level = 0;
-  if (ledger_ != nullptr) s.inflight = ledger_->Inflight(now.ns, HorizonNs());
+  s.inflight = InflightAt(now);
   s.policy = policy_->match;
   s.shadow = policy_->mode == Mode::kShadow;
   s.probe_in_flight = s.state == State::kHalfOpen && probe_permit_ != 0 &&

@@ -194,6 +194,8 @@ class Breaker {
   // Counts hung permits (a trip they cause goes to *transition) and drops
   // what the ledger no longer needs. REQUIRES: ledger_ non-null.
   void TendLedger(Instant now, std::optional<Transition>* transition);
+  // Permits out at `now` (BreakerSnapshot::inflight).
+  uint64_t InflightAt(Instant now) const;
   // When the ledger next needs TendLedger.
   int64_t LedgerDue(Instant now) const;
   // True while the permits of the current generation count toward the

@@ -174,10 +174,14 @@ int64_t PermitLedger::NextDue(int64_t hang_ns, bool count_hung,
   return due;
 }
 
-uint64_t PermitLedger::Inflight(int64_t now_ns, int64_t horizon_ns) const {
+uint64_t PermitLedger::Inflight(int64_t now_ns, int64_t horizon_ns,
+                                bool count_hung,
+                                uint32_t generation_first_seq) const {
   uint64_t out = 0;
   for (const Bucket& b : buckets_) {
-    if (b.hung_at_ns == 0 && now_ns - b.last_ns < horizon_ns) {
+    if (b.hung_at_ns != 0) continue;
+    if (now_ns - b.last_ns < horizon_ns ||
+        (count_hung && !Before(b.first_seq, generation_first_seq))) {
       out += b.issued - b.reported;
     }
   }

@@ -80,8 +80,11 @@ class PermitLedger {
   void Expire(int64_t now_ns, int64_t horizon_ns, int64_t window_ns,
               bool keep_unswept = false, uint32_t generation_first_seq = 0);
 
-  // Permits out: issued less than `horizon_ns` ago, not reported, not hung.
-  uint64_t Inflight(int64_t now_ns, int64_t horizon_ns) const;
+  // Permits out: not reported, not counted as hung, and issued less than
+  // `horizon_ns` ago or (with `count_hung`) waiting for CountHung in a
+  // bucket of the generation from `generation_first_seq`.
+  uint64_t Inflight(int64_t now_ns, int64_t horizon_ns, bool count_hung = false,
+                    uint32_t generation_first_seq = 0) const;
 
   bool empty() const { return buckets_.empty(); }
 

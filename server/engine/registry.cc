@@ -216,7 +216,8 @@ absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
     found.emplace(absl::InvalidArgumentError(absl::StrCat(
         "permit: ", permit,
         " was not issued by this breakerd for dependency \"", dependency,
-        "\" (no breaker exists for it: a permit from before a restart?)")));
+        "\" (no breaker exists for it: a permit from before a restart, or "
+        "one older than the permit horizon of a breaker evicted since?)")));
   }
   if (!found->ok()) unknown_permits_.fetch_add(1, std::memory_order_relaxed);
   return *std::move(found);

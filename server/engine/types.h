@@ -260,7 +260,9 @@ struct BreakerSnapshot {
   uint64_t latency_count = 0;
   // Fleet mode: local open episodes that ended never confirmed by the fleet.
   uint64_t fleet_unconfirmed_opens = 0;
-  // Permits out within the permit horizon: not reported, not hung.
+  // Permits out: within the permit horizon, or (inflight.hang_after on)
+  // waiting to be counted as hung at the next Acquire or Report; not
+  // reported, not counted as hung.
   uint64_t inflight = 0;
   // Permits counted as hung (inflight.hang_after), since the breaker was
   // created (monotonic).

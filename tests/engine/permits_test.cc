@@ -186,10 +186,13 @@ TEST_F(HungCallTest, AScrapeShowsButNeverMoves) {
   clock_.Advance(Seconds(5));
   BreakerSnapshot s = breaker_->Snapshot();
   EXPECT_EQ(s.state, State::kClosed);
-  EXPECT_EQ(s.inflight, 0u);  // past the horizon: out, but not in flight
+  EXPECT_EQ(s.inflight, 20u);  // still out: counted at the next call
   EXPECT_EQ(s.hung_calls, 0u);
   EXPECT_TRUE(transitions_.empty());
   EXPECT_FALSE(Acquire().allowed);
+  s = breaker_->Snapshot();
+  EXPECT_EQ(s.inflight, 0u);
+  EXPECT_EQ(s.hung_calls, 20u);
 }
 
 TEST_F(HungCallTest, TheRealReportReplacesTheHungCount) {
@@ -499,6 +502,35 @@ TEST(PermitEvictionTest, ABreakerWithPermitsOutIsNotEvicted) {
     ASSERT_TRUE(r.ok()) << r.status();
   }
   EXPECT_EQ(registry.Get("slow/upstream")->state, State::kOpen);
+}
+
+// The operator trial's report: with hang_after on, calls past it are no
+// longer within the horizon, but not counted yet either; evicting the
+// breaker lost them and refused their Reports.
+TEST(PermitEvictionTest, CallsWaitingToBeCountedAsHungKeepTheBreaker) {
+  FakeClock clock;
+  auto set = std::make_shared<PolicySet>();
+  auto p = std::make_shared<Policy>();
+  p->inflight.hang_after = Seconds(2);
+  p->consecutive_failures = 0;
+  p->failure_rate.threshold = 0;
+  set->defaults = p;
+  set->limits.idle_ttl = Seconds(1);
+  Registry registry(set, &clock, 7);
+  std::vector<uint64_t> permits;
+  for (int i = 0; i < 5; ++i) {
+    permits.push_back(registry.Acquire("hung/upstream", 0)->permit);
+  }
+  clock.Advance(Seconds(3));
+  EXPECT_EQ(registry.EvictIdle(), 0u);
+  EXPECT_EQ(registry.Get("hung/upstream")->inflight, 5u);
+  ReportRequestFacts f;
+  f.outcome.explicit_class = static_cast<int>(OutcomeClass::kTimeout);
+  auto r = registry.Report("hung/upstream", permits[0], f);
+  ASSERT_TRUE(r.ok()) << r.status();
+  BreakerSnapshot s = *registry.Get("hung/upstream");
+  EXPECT_EQ(s.hung_calls, 5u);
+  EXPECT_EQ(s.window.failures, 5u);  // 4 hung, and the real timeout
 }
 
 TEST(PermitEvictionTest, PermitsPastTheHorizonNoLongerKeepABreaker) {
