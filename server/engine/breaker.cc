@@ -214,8 +214,15 @@ void Breaker::TendLedger(Instant now, std::optional<Transition>* transition) {
 }
 
 bool Breaker::ReleaseIdleMemory() {
-  if (ledger_ == nullptr) return false;
   const Instant now = NowInstant();
+  // A ramp that has run its course ends here too, not only at the next
+  // Acquire: its escalation is over, and a breaker nobody calls any more
+  // must become idle. The state stays closed: nothing moves.
+  if (ramp_start_ns_ != 0 && !Ramping(now)) {
+    ramp_start_ns_ = 0;
+    escalation_ = 0;
+  }
+  if (ledger_ == nullptr) return false;
   const bool hang_on = policy_->inflight.hang_after > absl::ZeroDuration();
   ledger_->Expire(now.ns, HorizonNs(),
                   absl::ToInt64Nanoseconds(policy_->failure_rate.window),

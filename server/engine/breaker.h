@@ -156,9 +156,10 @@ class Breaker {
   bool IsIdle(absl::Duration idle_ttl) const;
 
   // Frees what the permit ledger no longer needs (all of it once every
-  // permit is past the horizon). Moves nothing: hung calls are counted only
-  // by Acquire and Report. For the Registry's eviction pass. Returns true
-  // if the ledger was freed.
+  // permit is past the horizon), and ends a recovery ramp that has run its
+  // course (clearing its escalation, as the next Acquire would). Moves
+  // nothing: hung calls are counted only by Acquire and Report. For the
+  // Registry's eviction pass. Returns true if the ledger was freed.
   bool ReleaseIdleMemory();
 
  private:

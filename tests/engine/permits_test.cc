@@ -533,6 +533,34 @@ TEST(PermitEvictionTest, CallsWaitingToBeCountedAsHungKeepTheBreaker) {
   EXPECT_EQ(s.window.failures, 5u);  // 4 hung, and the real timeout
 }
 
+// Found by fuzz/classify_fuzz: a ramp ends at the next Acquire; a breaker
+// nobody called after its ramp kept its escalation and was never evicted.
+TEST(PermitEvictionTest, ABreakerWhoseRampEndedUncalledIsEvicted) {
+  FakeClock clock;
+  auto set = std::make_shared<PolicySet>();
+  auto p = std::make_shared<Policy>();
+  p->consecutive_failures = 1;
+  p->cooldown.base = Seconds(10);
+  p->cooldown.jitter = 0;
+  p->recovery.ramp = Seconds(5);
+  set->defaults = p;
+  set->limits.idle_ttl = Seconds(1);
+  Registry registry(set, &clock, 7);
+  ReportRequestFacts fail, ok;
+  fail.outcome.explicit_class = static_cast<int>(OutcomeClass::kTimeout);
+  ok.outcome.explicit_class = static_cast<int>(OutcomeClass::kSuccess);
+  ASSERT_TRUE(
+      registry.Report("ramp/a", registry.Acquire("ramp/a", 0)->permit, fail)
+          .ok());
+  clock.Advance(Seconds(10));
+  auto probe = registry.Acquire("ramp/a", 0);
+  ASSERT_TRUE(probe->probe);
+  ASSERT_TRUE(registry.Report("ramp/a", probe->permit, ok).ok());
+  EXPECT_DOUBLE_EQ(registry.Get("ramp/a")->admit_share, 0.1);
+  clock.Advance(kDefaultPermitHorizon);
+  EXPECT_EQ(registry.EvictIdle(), 1u);
+}
+
 TEST(PermitEvictionTest, PermitsPastTheHorizonNoLongerKeepABreaker) {
   FakeClock clock;
   auto set = std::make_shared<PolicySet>();
