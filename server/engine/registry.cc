@@ -1,8 +1,10 @@
 #include "server/engine/registry.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -27,6 +29,24 @@ std::optional<Transition>& TransitionSlot() {
   thread_local std::optional<Transition> slot;
   return slot;
 }
+
+// This thread's last lookup: a caller that asks about the same dependency
+// again (an Acquire and its Report; a hot dependency) skips the name hash
+// and the map probe. Valid only while the shard's eviction count is
+// unchanged, checked under the shard's lock.
+struct LastLookup {
+  uint64_t registry_id = 0;  // 0: nothing remembered
+  size_t shard = 0;
+  uint64_t evictions = 0;
+  Breaker* breaker = nullptr;
+  std::string name;
+};
+LastLookup& Last() {
+  thread_local LastLookup last;
+  return last;
+}
+
+std::atomic<uint64_t> next_registry_id{1};
 
 }  // namespace
 
@@ -57,6 +77,7 @@ Registry::Registry(std::shared_ptr<const PolicySet> policies,
                    const Clock* clock, uint64_t permit_secret,
                    UniformSource uniform)
     : clock_(clock),
+      id_(next_registry_id.fetch_add(1, std::memory_order_relaxed)),
       context_{clock, permit_secret != 0 ? permit_secret : RandomSecret(),
                uniform},
       policies_(std::move(policies)) {
@@ -91,13 +112,13 @@ std::shared_ptr<const PolicySet> Registry::policies() const {
 template <typename Fn>
 auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
     -> absl::StatusOr<decltype(fn(std::declval<Breaker&>()))> {
-  // One hash per call: it picks the shard (top bits) and is reused by the
-  // shard's map (which uses the low bits).
-  const size_t hash = HashName(dependency);
-  Shard& shard = shards_[hash >> kShardShift];
+  const Located where = Locate(dependency);
+  Shard& shard = shards_[where.shard];
   SpinLockHolder lock(&shard.mu);
-  auto it = shard.map.find(dependency, hash);
-  if (it == shard.map.end()) {
+  if (Breaker* b = FindLocked(shard, where, dependency); b != nullptr) {
+    return fn(*b);
+  }
+  {
     // Only valid names are ever inserted, so a name found needs no check.
     if (absl::Status s = ValidateDependency(dependency); !s.ok()) return s;
     if (!create) {
@@ -119,10 +140,45 @@ auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
     auto breaker = std::make_unique<Breaker>(
         std::string(dependency), set->Match(dependency), &context_,
         generation_floor_.load(std::memory_order_relaxed));
+    Breaker* b = breaker.get();
     const absl::string_view key = breaker->dependency();
-    it = shard.map.emplace(key, std::move(breaker)).first;
+    shard.map.emplace(key, std::move(breaker));
+    Remember(shard, where.shard, b);
+    return fn(*b);
   }
-  return fn(*it->second);
+}
+
+Registry::Located Registry::Locate(absl::string_view dependency) const {
+  const LastLookup& last = Last();
+  if (last.registry_id == id_ && last.name == dependency) {
+    return Located{last.shard, 0, true};
+  }
+  // One hash per call: it picks the shard (top bits) and is reused by the
+  // shard's map (which uses the low bits).
+  const size_t hash = HashName(dependency);
+  return Located{hash >> kShardShift, hash, false};
+}
+
+Breaker* Registry::FindLocked(Shard& shard, const Located& where,
+                              absl::string_view dependency) {
+  const LastLookup& last = Last();
+  if (where.remembered && last.evictions == shard.evictions) {
+    return last.breaker;
+  }
+  const size_t hash = where.remembered ? HashName(dependency) : where.hash;
+  auto it = shard.map.find(dependency, hash);
+  if (it == shard.map.end()) return nullptr;
+  Remember(shard, where.shard, it->second.get());
+  return it->second.get();
+}
+
+void Registry::Remember(const Shard& shard, size_t index, Breaker* b) {
+  LastLookup& last = Last();
+  last.registry_id = id_;
+  last.shard = index;
+  last.evictions = shard.evictions;
+  last.breaker = b;
+  last.name.assign(b->dependency().data(), b->dependency().size());
 }
 
 absl::StatusOr<AcquireResult> Registry::AcquireValidated(
@@ -193,14 +249,14 @@ absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
   }
   ReportInput in{*outcome, facts.latency, facts.retry_after};
   // The lookup of WithBreaker, inline: the hot path builds one StatusOr.
-  const size_t hash = HashName(dependency);
-  Shard& shard = shards_[hash >> kShardShift];
+  const Located where = Locate(dependency);
+  Shard& shard = shards_[where.shard];
   std::optional<absl::StatusOr<ReportResult>> found;
   {
     SpinLockHolder lock(&shard.mu);
-    auto it = shard.map.find(dependency, hash);
-    if (it != shard.map.end()) {
-      Breaker& b = *it->second;
+    if (Breaker* found_breaker = FindLocked(shard, where, dependency);
+        found_breaker != nullptr) {
+      Breaker& b = *found_breaker;
       std::optional<Transition>& transition = TransitionSlot();
       found.emplace(b.Report(permit, in, &transition));
       NotifyAndClear(&transition);
@@ -377,6 +433,7 @@ size_t Registry::EvictIdle(size_t* ledgers_released) {
         }
         AddCounters(it->second->Snapshot(), &evicted_counters_);
         shard.map.erase(it++);
+        ++shard.evictions;
         ++evicted;
       } else {
         ++it;

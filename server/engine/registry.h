@@ -202,7 +202,28 @@ class Registry {
         map ABSL_GUARDED_BY(mu);
     // Fleet mode: names of breakers with outcomes for the fleet thread.
     std::vector<std::string> fleet_queue ABSL_GUARDED_BY(mu);
+    // Bumped whenever a breaker leaves the map: a breaker remembered
+    // (Located::remembered) is still there while this has not moved.
+    uint64_t evictions ABSL_GUARDED_BY(mu) = 0;
   };
+
+  // Where a dependency's breaker is: the shard, and the breaker itself if
+  // this thread's last lookup in this registry was for the same name (then
+  // no hash and no probe are needed, once the shard's lock confirms it).
+  struct Located {
+    size_t shard = 0;
+    size_t hash = 0;  // 0 when remembered (computed only if needed)
+    bool remembered = false;
+  };
+  Located Locate(absl::string_view dependency) const;
+  // The breaker for `dependency` in `shard` (its lock held), or null;
+  // remembers a found one for this thread.
+  Breaker* FindLocked(Shard& shard, const Located& where,
+                      absl::string_view dependency)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Remembers `b`, found in `shard`, for this thread's next lookup.
+  void Remember(const Shard& shard, size_t index, Breaker* b)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   Shard& ShardFor(absl::string_view dependency) const;
   // Runs fn on the named breaker with its shard locked, creating the
@@ -225,6 +246,9 @@ class Registry {
                                                  uint32_t attempt);
 
   const Clock* const clock_;
+  // Tells this registry apart from every other one of the process, for the
+  // per-thread lookup memory (a new registry may reuse a freed address).
+  const uint64_t id_;
   // Constant once serving (SetProbeArbiter comes before).
   BreakerContext context_;
   std::vector<TransitionObserver*> observers_;  // fixed before serving

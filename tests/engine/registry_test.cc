@@ -366,3 +366,52 @@ TEST(DependencyNameTest, TheAlphabetIsExactlyTheBytesValidateAccepts) {
 
 }  // namespace
 }  // namespace breakerd
+
+namespace breakerd {
+namespace {
+
+// The per-thread memory of the last lookup (Registry::Locate) must never
+// hand out a breaker that was evicted, or one of another registry.
+TEST(RegistryLookupMemoryTest, AnEvictedAndRecreatedBreakerIsFoundAnew) {
+  FakeClock clock;
+  auto set = std::make_shared<PolicySet>();
+  set->limits.idle_ttl = Seconds(1);
+  Registry registry(set, &clock, 7);
+  auto first = registry.Acquire("hot/dep", 0);
+  ASSERT_TRUE(first.ok());
+  ReportRequestFacts cancelled;
+  cancelled.outcome.explicit_class = static_cast<int>(OutcomeClass::kCancelled);
+  ASSERT_TRUE(registry.Report("hot/dep", first->permit, cancelled).ok());
+  clock.Advance(Seconds(2));
+  ASSERT_EQ(registry.EvictIdle(), 1u);
+  // The old permit names a breaker that is gone.
+  EXPECT_FALSE(registry.Report("hot/dep", first->permit, cancelled).ok());
+  auto second = registry.Acquire("hot/dep", 0);
+  ASSERT_TRUE(second.ok());
+  EXPECT_GT(registry.Get("hot/dep")->generation, 0u);  // above the floor
+  EXPECT_TRUE(registry.Report("hot/dep", second->permit, cancelled).ok());
+}
+
+TEST(RegistryLookupMemoryTest, TwoRegistriesOnOneThreadKeepTheirOwnBreakers) {
+  FakeClock clock;
+  auto set = std::make_shared<PolicySet>();
+  for (int round = 0; round < 3; ++round) {
+    // A registry freed and another made at the same address must not
+    // inherit the lookup memory.
+    auto a = std::make_unique<Registry>(set, &clock, 1);
+    auto b = std::make_unique<Registry>(set, &clock, 2);
+    auto pa = a->Acquire("same/name", 0);
+    auto pb = b->Acquire("same/name", 0);
+    ASSERT_TRUE(pa.ok() && pb.ok());
+    ReportRequestFacts ok;
+    ok.outcome.http_status = 200;
+    EXPECT_TRUE(a->Report("same/name", pa->permit, ok).ok());
+    EXPECT_FALSE(a->Report("same/name", pb->permit, ok).ok());
+    EXPECT_TRUE(b->Report("same/name", pb->permit, ok).ok());
+    EXPECT_EQ(a->Get("same/name")->window.calls, 1u);
+    EXPECT_EQ(b->Get("same/name")->window.calls, 1u);
+  }
+}
+
+}  // namespace
+}  // namespace breakerd
