@@ -11,8 +11,9 @@
 // that drift on a noisy machine lands on every call alike:
 //   echo     breakerd.bench.Echo/Empty on --floor        (the primary floor)
 //   acquire  Breaker/Acquire, attempt 0, closed breaker  on --target
-//   report   Breaker/Report, OUTCOME_SUCCESS, with a permit from a pool
-//            acquired before the timed region (Slot::PreparePermits)
+//   report   Breaker/Report, OUTCOME_SUCCESS, timed alone: its permit comes
+//            from an untimed Acquire just before (permits are single-use;
+//            its QPS ratio counts both RPCs)
 //   pair     Acquire, then Report with its permit, timed as one unit
 //   health   grpc.health.v1.Health/Check, a generic call with an empty
 //            request, on --target (the secondary floor: breakerd's own

@@ -96,30 +96,6 @@ class LoadRunner::Slot {
     health_request_ = grpc::ByteBuffer(&empty, 1);
   }
 
-  // Takes one permit per dependency, synchronously, outside any timed
-  // region, for the report-alone measurement. Returns false (with
-  // first_error()) if breakerd does not allow the call.
-  bool PreparePermits() {
-    for (size_t d = 0; d < acquire_requests_.size(); ++d) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + kCallDeadline);
-      v1::AcquireResponse response;
-      const grpc::Status status =
-          s_->breaker->Acquire(&ctx, acquire_requests_[d], &response);
-      if (!status.ok() || !response.allowed()) {
-        const std::string what = absl::StrCat(
-            "permit pool: Acquire ", acquire_requests_[d].dependency(), ": ",
-            status.ok() ? "not allowed"
-                        : absl::StrCat("code ", status.error_code(), " ",
-                                       status.error_message()));
-        if (first_error_.empty()) first_error_ = what;
-        return false;
-      }
-      report_requests_[d].set_permit(response.permit());
-    }
-    return true;
-  }
-
   // Starts the loop; it stops itself at m->timed_until.
   void Start(Measurement* m) {
     m_ = m;
@@ -165,14 +141,14 @@ class LoadRunner::Slot {
         break;
       case CallKind::kAcquire:
       case CallKind::kPair:
+      case CallKind::kReport:
+        // kReport: permits are single-use (a repeated Report is a
+        // DUPLICATE, which does less work), so each timed Report gets a
+        // fresh permit from an Acquire outside its timed region.
         dependency_ = NextDependency();
         s_->breaker->async()->Acquire(
             &*context_, &acquire_requests_[dependency_], &acquire_response_,
             [this](grpc::Status s) { OnAcquire(s); });
-        break;
-      case CallKind::kReport:
-        dependency_ = NextDependency();
-        StartReport();
         break;
     }
   }
@@ -201,7 +177,9 @@ class LoadRunner::Slot {
           ", reason ", v1::RejectReason_Name(acquire_response_.reason()))));
     }
     if (m_->kind == CallKind::kAcquire) return Done(true);
-    // The pair's second half; start_ stays at the Acquire's start.
+    // The pair's second half; start_ stays at the Acquire's start. A
+    // Report timed alone starts its clock now.
+    if (m_->kind == CallKind::kReport) start_ = SteadyClock::now();
     report_requests_[dependency_].set_permit(acquire_response_.permit());
     NewContext();
     StartReport();
@@ -307,14 +285,6 @@ bool LoadRunner::MeasureRounds(const std::vector<CallKind>& order, int rounds,
 }
 
 bool LoadRunner::Measure(CallKind kind, Row* row) {
-  if (kind == CallKind::kReport) {
-    for (auto& slot : slots_) {
-      if (!slot->PreparePermits()) {
-        ++row->failures;
-        return false;
-      }
-    }
-  }
   Measurement m;
   m.kind = kind;
   const auto now = SteadyClock::now();
