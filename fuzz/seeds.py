@@ -11,6 +11,9 @@ service_fuzz.cc. To see what a seed decodes to:
     BREAKERD_FUZZ_TRACE=1 build-fuzz/service_fuzz fuzz/corpus/service_fuzz/<seed>
 
 Usage: fuzz/seeds.py [CORPUS_DIR]   (default: the corpus/ next to this file)
+
+The reproducers of known findings (inputs that pass unless
+BREAKERD_FUZZ_STRICT=1) are written to crashes/<target>/ beside CORPUS_DIR.
 """
 
 import os
@@ -84,9 +87,21 @@ def c_raw_outcome(f, explicit=0, http=0, grpc=None):
         f.int_range(0, 3, 1).int_range(-2, 18, grpc)
 
 
+SHARES = [0.1, 0.5, 1, 0.25, 0.000001]
+
+
+def c_duration_or_off(f, ms):
+    """ConsumeDurationOrOff: 0 (off) or a whole number of ms up to 10 s."""
+    if ms == 0:
+        f.int_range(0, 3, 0)
+    else:
+        f.int_range(0, 3, 2).int_range(1, 10000, ms, bits=64)
+
+
 def c_policy(f, shadow=False, consecutive=3, threshold_index=0, min_calls=4,
              window_ms=10000, base_ms=1000, max_factor=4, jitter_index=0,
-             lease_ms=2000, required=1, rate_limited_ignore=False):
+             lease_ms=2000, required=1, rate_limited_ignore=False,
+             hang_after_ms=0, ramp_ms=0, start_share=0.1):
     f.int_range(0, 3, 0 if shadow else 1)
     f.int_range(0, 6, consecutive)
     f.int_range(0, 4, threshold_index)  # {0, 0.25, 0.5, 1, 0.01}
@@ -104,6 +119,12 @@ def c_policy(f, shadow=False, consecutive=3, threshold_index=0, min_calls=4,
     f.int_range(0, 20, 1)  # ratio 0.1
     f.int_range(0, 20, 2)  # min_per_second 0.2
     f.int_range(1000, 20000, 5000, bits=64)
+    c_duration_or_off(f, hang_after_ms)
+    c_duration_or_off(f, ramp_ms)
+    if start_share in SHARES:
+        f.int_range(0, 5, SHARES.index(start_share))
+    else:
+        f.int_range(0, 5, 5).int_range(1, 1000000, round(start_share * 1e6))
 
 
 def c_start(f, second_policy=None, max_breakers=4, idle_s=5, **policy):
@@ -116,8 +137,11 @@ def c_start(f, second_policy=None, max_breakers=4, idle_s=5, **policy):
     f.int_range(1, 600, idle_s)
 
 
+OPS = 13  # classify_fuzz's operations are numbered 0..OPS
+
+
 def c_acquire(f, name=0, attempt=0):
-    f.int_range(0, 11, 0).int_range(0, 3, name)
+    f.int_range(0, OPS, 0).int_range(0, 3, name)
     if attempt == 0:
         f.int_range(0, 5, 2)
     elif attempt == 1:
@@ -129,8 +153,13 @@ def c_acquire(f, name=0, attempt=0):
 def c_report(f, index, issued, explicit=None, http=None, grpc=None,
              latency_ms=None, retry_after_ms=None):
     """Reports issued permit `index` of `issued` (the count so far)."""
-    f.int_range(0, 11, 2)
+    f.int_range(0, OPS, 2)
     f.int_range(0, issued - 1, index, bits=64)
+    c_facts(f, explicit, http, grpc, latency_ms, retry_after_ms)
+
+
+def c_facts(f, explicit=None, http=None, grpc=None, latency_ms=None,
+            retry_after_ms=None):
     f.int_range(0, 7, 1)  # not a raw outcome
     if explicit is not None:
         f.int_range(0, 2, 0).int_range(1, 9, explicit)
@@ -150,7 +179,7 @@ def c_report(f, index, issued, explicit=None, http=None, grpc=None,
 
 
 def c_forged(f, name=0, kind="garbage", value=12345, explicit=1):
-    f.int_range(0, 11, 4).int_range(0, 3, name)
+    f.int_range(0, OPS, 4).int_range(0, 3, name)
     if kind == "zero":
         f.int_range(0, 3, 0)
     else:
@@ -160,22 +189,33 @@ def c_forged(f, name=0, kind="garbage", value=12345, explicit=1):
 
 
 def c_advance_ms(f, ms):
-    f.int_range(0, 11, 5).int_range(0, 2, 1).int_range(0, 120000, ms)
+    f.int_range(0, OPS, 5).int_range(0, 2, 1).int_range(0, 120000, ms)
 
 
 def c_admin(f, name=0, op=0):
-    f.int_range(0, 11, 6).int_range(0, 3, name).int_range(0, 2, op)
+    f.int_range(0, OPS, 6).int_range(0, 3, name).int_range(0, 2, op)
 
 
 def c_acquire_first(f, names, attempt=0):
-    f.int_range(0, 11, 8).int_range(0, 5, len(names))
+    f.int_range(0, OPS, 8).int_range(0, 5, len(names))
     for n in names:
         f.int_range(0, 3, n)
     f.int_range(0, 5, 2 if attempt == 0 else 0)
 
 
 def c_evict(f):
-    f.int_range(0, 11, 9)
+    f.int_range(0, OPS, 9)
+
+
+def c_burst(f, name=0, n=1):
+    """n Acquires of one name at the same instant (first attempts)."""
+    f.int_range(0, OPS, 11).int_range(0, 3, name).int_range(1, 100, n)
+
+
+def c_report_all(f, name=0, reverse=False, **facts):
+    """Reports every permit issued for `name` so far, with the same facts."""
+    f.int_range(0, OPS, 12).int_range(0, 3, name).boolean(reverse)
+    c_facts(f, **facts)
 
 
 def classify_seeds():
@@ -260,15 +300,147 @@ def classify_seeds():
     c_evict(f)
     c_acquire(f, name=3)
     seeds["rate_admin_evict_cap"] = f.data()
+
+    # Hung calls (hang_after 1 s) open the breaker at the next Acquire; a
+    # permit reported twice is late, then a duplicate.
+    f = Fdp()
+    c_start(f, consecutive=0, threshold_index=2, min_calls=4,
+            hang_after_ms=1000)
+    c_burst(f, name=0, n=4)
+    c_advance_ms(f, 1500)
+    c_acquire(f, name=0)  # 4 hung: failure rate 4/4 -> open (hung_calls)
+    c_report(f, 0, 4, explicit=1)  # late
+    c_report(f, 0, 4, explicit=1)  # duplicate
+    c_advance_ms(f, 1500)
+    c_acquire(f, name=0)  # the probe
+    c_report(f, 4, 5, explicit=1)
+    seeds["hung_calls_open"] = f.data()
+
+    # The real report replaces the hung count, while the window holds it.
+    f = Fdp()
+    c_start(f, consecutive=0, hang_after_ms=1000)
+    c_burst(f, name=1, n=3)
+    c_advance_ms(f, 1500)
+    c_acquire(f, name=1)  # 3 hung
+    c_report(f, 0, 4, explicit=1)  # replaces one
+    c_report(f, 0, 4, explicit=1)  # duplicate
+    c_advance_ms(f, 60000)
+    c_report(f, 1, 4, explicit=1)  # its hung count has left the window
+    seeds["hung_replaced"] = f.data()
+
+    # Every permit reported twice: the repeats are duplicates.
+    f = Fdp()
+    c_start(f, consecutive=3)
+    c_burst(f, name=0, n=3)
+    c_report_all(f, name=0, explicit=2)  # the third failure opens
+    c_report_all(f, name=0, reverse=True, explicit=1)
+    c_acquire(f, name=0)
+    seeds["duplicates"] = f.data()
+
+    # Gentle recovery: a 2 s ramp from 0.1 after the probe closes; the ramp
+    # refuses most first attempts and every retry; two failures re-open
+    # (ramp_failed, escalation 1).
+    f = Fdp()
+    c_start(f, consecutive=2, ramp_ms=2000, start_share=0.1)
+    for i in range(2):
+        c_acquire(f, name=0)
+        c_report(f, i, i + 1, explicit=2)
+    c_advance_ms(f, 1500)
+    c_acquire(f, name=0)  # the probe
+    c_report(f, 2, 3, explicit=1)  # closes: the ramp starts
+    c_burst(f, name=0, n=20)  # 2 admitted (the first, then 1 in 10)
+    c_acquire(f, name=0, attempt=1)  # refused: a retry while ramping
+    c_advance_ms(f, 1000)  # share 0.55
+    c_burst(f, name=0, n=4)  # 3 admitted
+    c_report(f, 5, 8, explicit=2)
+    c_report(f, 6, 8, explicit=2)  # re-opens: ramp_failed
+    c_acquire(f, name=0)
+    seeds["ramp_then_fail"] = f.data()
+
+    # Shadow mode counts what the ramp would refuse.
+    f = Fdp()
+    c_start(f, shadow=True, consecutive=2, ramp_ms=2000, start_share=0.5)
+    for i in range(2):
+        c_acquire(f, name=2)
+        c_report(f, i, i + 1, explicit=2)
+    c_advance_ms(f, 1500)
+    c_acquire(f, name=2)  # the probe
+    c_report(f, 2, 3, explicit=1)
+    c_burst(f, name=2, n=5)
+    c_acquire(f, name=2, attempt=1)
+    seeds["shadow_ramp"] = f.data()
+
+    # A permit out keeps its breaker from eviction until the horizon (60 s).
+    f = Fdp()
+    c_start(f, idle_s=1)
+    c_acquire(f, name=0)  # never reported
+    c_acquire(f, name=3)
+    c_report(f, 1, 2, explicit=6)  # neutral: no history
+    c_advance_ms(f, 5000)
+    c_evict(f)  # "z" goes, "a" stays
+    c_advance_ms(f, 60000)
+    c_evict(f)  # "a" goes
+    c_acquire(f, name=0)
+    seeds["evict_permit_out"] = f.data()
+
+    # A breaker nobody calls after its ramp has run its course is evicted
+    # (the eviction pass ends the ramp and its escalation).
+    f = Fdp()
+    c_start(f, consecutive=1, ramp_ms=500, start_share=0.1, idle_s=1)
+    escalate_then_recover(f)
+    c_advance_ms(f, 120000)
+    c_evict(f)
+    seeds["ramp_over_evicted"] = f.data()
+    return seeds
+
+
+def escalate_then_recover(f):
+    """Opens "a" (consecutive_failures 1), fails a probe (escalation 1),
+    then closes it on a probe (permits 0..2)."""
+    c_acquire(f, name=0)
+    c_report(f, 0, 1, explicit=2)  # open, escalation 0 (1 s)
+    c_advance_ms(f, 1500)
+    c_acquire(f, name=0)
+    c_report(f, 1, 2, explicit=2)  # probe failed: escalation 1 (2 s)
+    c_advance_ms(f, 2500)
+    c_acquire(f, name=0)
+    c_report(f, 2, 3, explicit=1)  # closes: the ramp starts, escalation 1
+
+
+def classify_known_finding_seeds():
+    """Inputs of the KNOWN FINDING in classify_fuzz.cc (a ramp run its
+    course keeps its escalation until the next Acquire); they pass unless
+    BREAKERD_FUZZ_STRICT=1 (so they live in fuzz/crashes/classify_fuzz/)."""
+    seeds = {}
+    # A trip after the ramp's time: re-opens at escalation 1 (2 s), though
+    # the status showed 0.
+    f = Fdp()
+    c_start(f, consecutive=1, ramp_ms=500, start_share=0.1)
+    escalate_then_recover(f)
+    c_acquire(f, name=0)  # the first attempt after the close goes through
+    c_advance_ms(f, 1000)  # the ramp is over: escalation shown 0
+    c_report(f, 3, 4, explicit=2)
+    seeds["ramp_over_kept_escalation"] = f.data()
     return seeds
 
 
 # --- service_fuzz (fuzz/service_fuzz.cc) ---------------------------------------
 
 SERVICE_NAMES = ["a", "openai/key-1", "shadow/s", "slow/x", "rl/y", "b", "c.d",
-                 "e@f:g-h_i", "shadow/t"]
+                 "e@f:g-h_i", "shadow/t", "hang/h", "ramp/r"]
 SERVICE_OPS = [0] * 8 + [1] * 9 + [2] * 3 + [3] * 3 + [4] + [5] + [6] * 3 + [7] * 4
 TOKEN = "fuzz-admin-token-7f3a"
+
+
+def s_knobs(f, hang_after_ms=None, ramp_ms=None, start_share=None):
+    """ConsumeKnobs, first: the defaults (1 s, 2 s, 0.1) unless all given."""
+    if hang_after_ms is None:
+        f.int_range(0, 3, 0)
+        return
+    f.int_range(0, 3, 1)
+    f.int_range(1, 300000, hang_after_ms, bits=64)
+    f.int_range(1, 3600000, ramp_ms, bits=64)
+    f.int_range(1, 1000000, round(start_share * 1e6))
 
 
 def s_op(f, kind):
@@ -399,6 +571,7 @@ def service_seeds():
 
     # Open "a" (3 failures), wait, probe, close; Watch it meanwhile.
     f = Fdp()
+    s_knobs(f)
     s_watch(f, [0])
     for i in range(3):
         s_acquire(f, 0)
@@ -413,6 +586,7 @@ def service_seeds():
 
     # Admin: every auth shape, every op, a name past the cap of 12.
     f = Fdp()
+    s_knobs(f)
     s_admin(f, 0, 1, auth=None)
     s_admin(f, 0, 1, auth="lowercase")
     s_admin(f, 0, 1, auth="Bearer wrong")
@@ -429,6 +603,7 @@ def service_seeds():
 
     # Bad input everywhere: names, permits, outcomes, durations.
     f = Fdp()
+    s_knobs(f)
     s_acquire(f, "bad name!")
     s_acquire(f, "\xff\xfe", wire=True)
     s_acquire(f, 2, attempt=7)
@@ -449,6 +624,7 @@ def service_seeds():
 
     # Slow calls, shadow mode, rate limits ignored, AcquireFirst fallback.
     f = Fdp()
+    s_knobs(f)
     for i in range(2):
         s_acquire(f, 3)
         s_report(f, 3, index=i, issued=i + 1, outcome=1, latency=(2, 0))
@@ -460,6 +636,53 @@ def service_seeds():
     s_advance(f, 20000)
     s_acquire_first(f, [3, 0], wire=True)
     seeds["slow_shadow_fallback"] = f.data()
+
+    # Single use: every permit reported twice (the second is a duplicate,
+    # also over the wire); one permit never reported keeps its breaker
+    # through the reset and idle_ttl at the end.
+    f = Fdp()
+    s_knobs(f)
+    for i in range(2):
+        s_acquire(f, 5)
+    s_report(f, 5, index=0, issued=2, outcome=2)
+    s_report(f, 5, index=0, issued=2, outcome=1)  # duplicate
+    s_report(f, 5, index=0, issued=2, outcome=1, wire=True)  # duplicate
+    s_acquire(f, 6)  # "c.d": its permit stays out
+    s_get_state(f, 5)
+    seeds["duplicates_permit_out"] = f.data()
+
+    # Hung calls (hang/* with hang_after 1.5 s): four calls never reported
+    # open the breaker (failure rate 4 of 4) at the next Acquire; reported
+    # late, then again (a duplicate). Watched.
+    f = Fdp()
+    s_knobs(f, hang_after_ms=1500, ramp_ms=2000, start_share=0.25)
+    s_watch(f, [9])
+    for i in range(4):
+        s_acquire(f, 9)
+    s_advance(f, 2000)
+    s_acquire(f, 9)  # rejected: open (hung_calls)
+    s_report(f, 9, index=0, issued=4, outcome=1)
+    s_report(f, 9, index=0, issued=4, outcome=1)
+    s_get_state(f, 9)
+    seeds["hung_calls_watched"] = f.data()
+
+    # Gentle recovery (ramp/* with a 2 s ramp from 0.25): open, probe,
+    # close; then first attempts past the share and a retry are refused
+    # with REJECT_REASON_RAMP.
+    f = Fdp()
+    s_knobs(f, hang_after_ms=1000, ramp_ms=2000, start_share=0.25)
+    for i in range(3):
+        s_acquire(f, 10)
+        s_report(f, 10, index=i, issued=i + 1, outcome=2)
+    s_advance(f, 1500)
+    s_acquire(f, 10)  # the probe
+    s_report(f, 10, index=3, issued=4, outcome=1)  # closes: the ramp starts
+    for i in range(4):
+        s_acquire(f, 10)  # the first goes through, then 1 in 4
+    s_acquire(f, 10, attempt=1)  # a retry: refused while ramping
+    s_get_state(f, 10, wire=True)  # admit_share 0.25
+    s_acquire_first(f, [10, 0])
+    seeds["ramp_refusals"] = f.data()
     return seeds
 
 
@@ -473,6 +696,15 @@ def main():
             with open(os.path.join(corpus, target, name), "wb") as out:
                 out.write(data)
             print("%s/%s: %d bytes" % (target, name, len(data)))
+    # Reproducers of known findings go beside the corpus, in crashes/.
+    crashes = os.path.join(os.path.dirname(os.path.abspath(corpus)), "crashes")
+    for target, seeds in (("classify_fuzz", classify_known_finding_seeds()),):
+        os.makedirs(os.path.join(crashes, target), exist_ok=True)
+        for name, data in seeds.items():
+            path = os.path.join(crashes, target, "crash-" + name.replace("_", "-"))
+            with open(path, "wb") as out:
+                out.write(data)
+            print("%s: %d bytes" % (os.path.relpath(path), len(data)))
 
 
 if __name__ == "__main__":

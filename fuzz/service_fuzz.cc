@@ -19,9 +19,13 @@
 // permits, any Outcome int, any http_status, any optional grpc_code,
 // malformed, negative and huge Durations, Watch over any list, and Admin
 // calls with no, the right, a wrong or a malformed token; plus clock moves.
-// After the input, every breaker is reset, the clock moved past every
-// window and idle_ttl, idle breakers evicted (the registry must then be
-// empty) and the clock wound back, so inputs do not leak into each other.
+// Each input first picks the hang/* policy's inflight.hang_after and the
+// ramp/* policy's recovery.ramp and recovery.start_share (applied like a
+// reload while no breaker exists). After the input, every breaker is
+// reset, the clock moved past idle_ttl (only the breakers with a permit
+// out may stay), then past every window and permit horizon (the registry
+// must then be empty) and wound back, so inputs do not leak into each
+// other.
 //
 // Invariants, each an abort when broken:
 //  - Every call ends with a status the proto documents for it: Acquire OK /
@@ -46,8 +50,17 @@
 //    compared), except AcquireFirst's RESOURCE_EXHAUSTED, which may have
 //    asked earlier candidates first.
 //  - OK responses are consistent: allowed == (permit != 0); a shadow
-//    policy always allows; enums in range; GetState / admin statuses match
+//    policy always allows; enums in range; REJECT_REASON_RAMP only from a
+//    closed breaker whose policy ramps; GetState / admin statuses match
 //    the registry; ListStates lists every breaker.
+//  - Single-use permits: a Report of an issued permit answers
+//    EFFECT_DUPLICATE exactly when it was reported before and its permit
+//    ledger still knows it (fuzz/engine_model.h's LedgerModel, fed with
+//    the calls that reach each breaker); every breaker's inflight and
+//    hung-call counts are the model's. (A forged permit passes the 17-bit
+//    tag with probability 2^-17, which DESIGN.md allows: then the models
+//    are not checked for the rest of the input, and the process aborts if
+//    that happens more often than chance explains.)
 //  - Watch: the initial states first (one per distinct name, or every
 //    breaker), then every transition of the watched breakers in order: per
 //    dependency the generations run on by exactly one, and their number is
@@ -55,7 +68,9 @@
 //    every dependency reads its initial states shard by shard as the client
 //    reads: each is at or after the stream's start, then the generations
 //    run on by one to the current one (see CheckWatchAll).
-//  - After the reset at the end, every breaker is idle and evicted.
+//  - After the reset at the end, idle_ttl later, eviction takes exactly
+//    the breakers without a permit out (unreported and within the
+//    horizon); past every horizon it takes them all.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -77,6 +92,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
+#include "fuzz/engine_model.h"
 #include "fuzz/fuzz_check.h"
 #include "google/protobuf/stubs/common.h"
 #include "google/protobuf/stubs/logging.h"
@@ -100,12 +116,36 @@ constexpr size_t kMaxStreams = 2;
 constexpr uint32_t kMaxBreakers = 12;
 
 // The pool of well-formed names; the policies below single some out.
-constexpr const char* kNames[] = {"a",      "openai/key-1", "shadow/s",
-                                  "slow/x", "rl/y",         "b",
-                                  "c.d",    "e@f:g-h_i",    "shadow/t"};
+constexpr const char* kNames[] = {
+    "a",   "openai/key-1", "shadow/s", "slow/x", "rl/y",  "b",
+    "c.d", "e@f:g-h_i",    "shadow/t", "hang/h", "ramp/r"};
 constexpr int kNameCount = sizeof(kNames) / sizeof(kNames[0]);
 
-std::shared_ptr<const PolicySet> Policies() {
+// What each input chooses of the policies: hang/*'s inflight.hang_after,
+// ramp/*'s recovery.ramp and recovery.start_share.
+struct Knobs {
+  absl::Duration hang_after = absl::Seconds(1);
+  absl::Duration ramp = absl::Seconds(2);
+  double start_share = 0.1;
+  bool operator==(const Knobs& o) const {
+    return hang_after == o.hang_after && ramp == o.ramp &&
+           start_share == o.start_share;
+  }
+};
+
+Knobs ConsumeKnobs(FuzzedDataProvider& fdp) {
+  Knobs k;
+  if (fdp.ConsumeIntegralInRange(0, 3) == 0) return k;  // the defaults
+  // Within the config's ranges: hang_after (0, 5m], ramp (0, 1h],
+  // start_share (0, 1], in milliseconds and millionths.
+  k.hang_after =
+      absl::Milliseconds(fdp.ConsumeIntegralInRange<int64_t>(1, 300000));
+  k.ramp = absl::Milliseconds(fdp.ConsumeIntegralInRange<int64_t>(1, 3600000));
+  k.start_share = fdp.ConsumeIntegralInRange(1, 1000000) / 1000000.0;
+  return k;
+}
+
+std::shared_ptr<const PolicySet> Policies(const Knobs& knobs) {
   auto set = std::make_shared<PolicySet>();
   Policy d;
   d.consecutive_failures = 3;
@@ -125,7 +165,14 @@ std::shared_ptr<const PolicySet> Policies() {
   rl.match = "rl/*";
   rl.rate_limited = RateLimitedHandling::kIgnore;
   rl.consecutive_failures = 1;
-  for (const Policy& p : {shadow, slow, rl}) {
+  Policy hang = d;
+  hang.match = "hang/*";
+  hang.inflight.hang_after = knobs.hang_after;
+  Policy ramp = d;
+  ramp.match = "ramp/*";
+  ramp.recovery.ramp = knobs.ramp;
+  ramp.recovery.start_share = knobs.start_share;
+  for (const Policy& p : {shadow, slow, rl, hang, ramp}) {
     set->policies.push_back(std::make_shared<const Policy>(p));
   }
   set->limits.max_breakers = kMaxBreakers;
@@ -137,7 +184,7 @@ std::shared_ptr<const PolicySet> Policies() {
 // outlive LLVMFuzzerTestOneInput).
 struct Fixture {
   Fixture()
-      : set(Policies()),
+      : set(Policies(knobs)),
         registry(set, &clock, /*permit_secret=*/0xf022),
         hub(&registry, kMaxStreams, /*max_queue=*/1024),
         breaker_service(&registry, &hub),
@@ -154,6 +201,8 @@ struct Fixture {
   }
 
   FakeClock clock;
+  // The policies in force (ApplyKnobs changes them between inputs).
+  Knobs knobs;
   std::shared_ptr<const PolicySet> set;
   Registry registry;
   WatchHub hub;
@@ -219,6 +268,13 @@ auto Comparable(const BreakerSnapshot& s) {
 }
 using World = std::vector<decltype(Comparable(BreakerSnapshot()))>;
 
+// Acquires a breaker has answered so far.
+uint64_t Acquires(const BreakerSnapshot& s) {
+  uint64_t n = 0;
+  for (uint64_t a : s.acquires) n += a;
+  return n;
+}
+
 bool ValidProtoDuration(const google::protobuf::Duration& d) {
   return d.seconds() >= 0 && d.nanos() >= 0 && d.nanos() <= 999999999;
 }
@@ -241,11 +297,28 @@ struct OpenWatch {
   std::string what;
 };
 
+// A permit granted, and its number among its breaker's permits.
+struct Issued {
+  std::string dependency;
+  uint64_t permit = 0;
+  uint32_t index = 0;
+};
+
+// What the harness keeps about one breaker: its permit ledger
+// (fuzz/engine_model.h), the generation it last saw, its last activity.
+struct Model {
+  explicit Model(const Policy& p) : ledger(p) {}
+  fuzz::LedgerModel ledger;
+  uint64_t generation = 0;
+  int64_t last_activity_ns = 0;
+};
+
 class Session {
  public:
   explicit Session(Fixture& f) : f_(f), start_ns_(f.clock.NowNanos()) {}
 
   void Run(FuzzedDataProvider& fdp) {
+    ApplyKnobs(ConsumeKnobs(fdp));
     for (int op = 0; op < kMaxOps && fdp.remaining_bytes() > 0; ++op) {
       // Admin and Watch always take the channel (about a millisecond a
       // call on a loaded machine): they are rarer than the Breaker calls.
@@ -279,6 +352,7 @@ class Session {
         default:
           Advance(fdp);
       }
+      CheckModels();
     }
   }
 
@@ -293,8 +367,32 @@ class Session {
     FUZZ_CHECK(f_.hub.active_streams() == 0, f_.hub.active_streams());
 
     for (const BreakerSnapshot& s : f_.registry.List()) {
-      FUZZ_CHECK(f_.registry.Reset(s.dependency).ok(), s.dependency);
+      const absl::StatusOr<BreakerSnapshot> reset =
+          f_.registry.Reset(s.dependency);
+      FUZZ_CHECK(reset.ok(), s.dependency);
+      Observe(ModelOf(s.dependency), *reset);
     }
+    // Reset, and idle_ttl without a call: what stays is exactly what has
+    // a permit out within its horizon.
+    f_.clock.Advance(f_.set->limits.idle_ttl);
+    const int64_t now = f_.clock.NowNanos();
+    std::set<std::string> want;
+    std::string detail;
+    for (auto& [name, m] : models_) {
+      m.ledger.ReleaseIdle(now, State::kClosed);
+      if (m.ledger.Inflight(now, State::kClosed) > 0) want.insert(name);
+      absl::StrAppend(&detail, " ", name, ": ",
+                      m.ledger.Inflight(now, State::kClosed), " out;");
+    }
+    f_.registry.EvictIdle();
+    std::set<std::string> kept;
+    for (const BreakerSnapshot& s : f_.registry.List()) {
+      kept.insert(s.dependency);
+    }
+    FUZZ_CHECK(kept == want || models_lost_, kept.size(),
+               " breakers kept after Reset + ",
+               absl::FormatDuration(f_.set->limits.idle_ttl), ", want ",
+               want.size(), ":", detail);
     f_.clock.Advance(absl::Hours(2));
     f_.registry.EvictIdle();
     FUZZ_CHECK(f_.registry.size() == 0, f_.registry.size(),
@@ -304,6 +402,89 @@ class Session {
   }
 
  private:
+  // Puts this input's policies in force (between inputs no breaker
+  // exists, so this is all a reload changes).
+  void ApplyKnobs(const Knobs& knobs) {
+    FUZZ_TRACE("hang/* hang_after ", absl::FormatDuration(knobs.hang_after),
+               "; ramp/* ramp ", absl::FormatDuration(knobs.ramp), " from ",
+               knobs.start_share);
+    if (knobs == f_.knobs) return;
+    FUZZ_CHECK(f_.registry.size() == 0, f_.registry.size());
+    f_.knobs = knobs;
+    f_.set = Policies(knobs);
+    f_.registry.ApplyPolicies(f_.set);
+  }
+
+  // --- the permit model ------------------------------------------------------
+
+  // The model of `name`'s breaker (new if there was none).
+  Model& ModelOf(const std::string& name) {
+    auto it = models_.find(name);
+    if (it == models_.end()) {
+      it = models_.emplace(name, Model(*f_.set->Match(name))).first;
+      it->second.generation = f_.registry.generation_floor();
+    }
+    return it->second;
+  }
+
+  // Follows a generation change of `s` (after any permit the call issued:
+  // a call that issues one moves the generation only before it).
+  void Observe(Model& m, const BreakerSnapshot& s) {
+    FUZZ_CHECK(s.generation >= m.generation, s.dependency, " generation ",
+               s.generation, " was ", m.generation);
+    if (s.generation == m.generation) return;
+    m.generation = s.generation;
+    m.ledger.NewGeneration();
+  }
+
+  // A call reached `name`'s breaker, in state `before` (nullopt: it
+  // created the breaker): the ledger is tended as the engine does.
+  Model& Reached(const std::string& name,
+                 const std::optional<BreakerSnapshot>& before) {
+    Model& m = ModelOf(name);
+    m.ledger.Tend(f_.clock.NowNanos(),
+                  before.has_value() ? before->state : State::kClosed);
+    m.last_activity_ns = f_.clock.NowNanos();
+    return m;
+  }
+
+  // After an Acquire of `name` that granted `permit` (0: none).
+  void Granted(const std::string& name, uint64_t permit) {
+    Model& m = ModelOf(name);
+    const absl::StatusOr<BreakerSnapshot> after = f_.registry.Get(name);
+    FUZZ_CHECK(after.ok(), name);
+    Observe(m, *after);
+    if (permit == 0) return;
+    issued_.push_back({name, permit, m.ledger.Issue(f_.clock.NowNanos())});
+  }
+
+  std::optional<BreakerSnapshot> Find(const std::string& name) const {
+    absl::StatusOr<BreakerSnapshot> s = f_.registry.Get(name);
+    if (!s.ok()) return std::nullopt;
+    return *std::move(s);
+  }
+
+  // Every breaker against its model: generations followed, inflight and
+  // hung calls the model's; no model without a breaker.
+  void CheckModels() {
+    if (models_lost_) return;
+    const int64_t now = f_.clock.NowNanos();
+    size_t breakers = 0;
+    for (auto& [name, m] : models_) {
+      const std::optional<BreakerSnapshot> s = Find(name);
+      FUZZ_CHECK(s.has_value(), name, " has a model but no breaker");
+      ++breakers;
+      Observe(m, *s);
+      FUZZ_CHECK(s->inflight == m.ledger.Inflight(now, s->state) &&
+                     s->hung_calls == m.ledger.hung_total(),
+                 name, " inflight ", s->inflight, " hung ", s->hung_calls,
+                 "; model: ", m.ledger.Inflight(now, s->state), " and ",
+                 m.ledger.hung_total());
+    }
+    FUZZ_CHECK(breakers == f_.registry.size(), breakers, " models for ",
+               f_.registry.size(), " breakers");
+  }
+
   // --- inputs ----------------------------------------------------------------
 
   std::string ConsumeName(FuzzedDataProvider& fdp) {
@@ -449,6 +630,11 @@ class Session {
     FUZZ_CHECK(allowed || reason != 0, what, " rejected without a reason");
     if (IsShadow(name)) FUZZ_CHECK(allowed, what, " shadow must allow");
     if (!IsShadow(name) && allowed) FUZZ_CHECK(reason == 0, what);
+    if (reason == v1::REJECT_REASON_RAMP) {
+      FUZZ_CHECK(state == v1::STATE_CLOSED &&
+                     f_.set->Match(name)->recovery.ramp > absl::ZeroDuration(),
+                 what, " refused by a ramp in state ", state);
+    }
     if (probe) FUZZ_CHECK(allowed, what);
     FUZZ_CHECK(ValidProtoDuration(retry_after), what);
   }
@@ -507,7 +693,8 @@ class Session {
     const bool wire = ConsumeWire(fdp);
     const std::string what = absl::StrCat("Acquire(", Show(req.dependency()),
                                           ", ", req.attempt(), ")", Via(wire));
-    const bool existed = f_.registry.Get(req.dependency()).ok();
+    const std::optional<BreakerSnapshot> previous = Find(req.dependency());
+    const bool existed = previous.has_value();
     const World before = Snapshot();
     Use(req.dependency());
     v1::AcquireResponse resp;
@@ -540,9 +727,11 @@ class Session {
       CheckUnchanged(before, what);
       return;
     }
+    FUZZ_TRACE("  ", resp.ShortDebugString());
     CheckDecision(req.dependency(), resp.allowed(), resp.permit(), resp.probe(),
                   resp.state(), resp.reason(), resp.retry_after(), what);
-    if (resp.allowed()) issued_.emplace_back(req.dependency(), resp.permit());
+    Reached(req.dependency(), previous);
+    Granted(req.dependency(), resp.allowed() ? resp.permit() : 0);
   }
 
   void Report(FuzzedDataProvider& fdp) {
@@ -563,11 +752,10 @@ class Session {
       default:
         // An issued permit (maybe another dependency's).
         if (!issued_.empty()) {
-          const auto& [name, permit] =
-              issued_[fdp.ConsumeIntegralInRange<size_t>(0,
-                                                         issued_.size() - 1)];
-          req.set_permit(permit);
-          if (fdp.ConsumeBool()) req.set_dependency(name);
+          const Issued& p = issued_[fdp.ConsumeIntegralInRange<size_t>(
+              0, issued_.size() - 1)];
+          req.set_permit(p.permit);
+          if (fdp.ConsumeBool()) req.set_dependency(p.dependency);
         }
     }
     switch (fdp.ConsumeIntegralInRange(0, 3)) {
@@ -607,12 +795,20 @@ class Session {
     const bool durations_ok =
         (!req.has_latency() || ValidDurationField(req.latency())) &&
         (!req.has_retry_after() || ValidDurationField(req.retry_after()));
-    const bool issued =
-        std::find(issued_.begin(), issued_.end(),
-                  std::make_pair(req.dependency(), req.permit())) !=
-        issued_.end();
+    const auto issued_it =
+        std::find_if(issued_.begin(), issued_.end(), [&](const Issued& p) {
+          return p.dependency == req.dependency() && p.permit == req.permit();
+        });
+    const bool issued = issued_it != issued_.end();
     const bool want_ok = ValidName(req.dependency()) && outcome_ok &&
                          durations_ok && req.permit() != 0 && issued;
+    // A permit never issued for this dependency that reaches its breaker's
+    // check of the permit's tag, which lets a forged value through with
+    // probability 2^-17.
+    const std::optional<BreakerSnapshot> previous = Find(req.dependency());
+    const bool forged = ValidName(req.dependency()) && outcome_ok &&
+                        durations_ok && req.permit() != 0 && !issued &&
+                        previous.has_value();
 
     std::string what = absl::StrCat(
         "Report(", Show(req.dependency()), ", permit ", req.permit(),
@@ -646,17 +842,39 @@ class Session {
     }
     CheckStatus(s, {grpc::StatusCode::OK, grpc::StatusCode::INVALID_ARGUMENT},
                 what, {req.dependency()});
+    if (forged && s.ok()) {
+      // The value named some permit of the breaker: the models cannot
+      // follow it, so they are not checked for the rest of the input.
+      fuzz::ForgedPermits::Accepted(what);
+      FUZZ_TRACE("  a forged permit passed the tag: models unchecked");
+      models_lost_ = true;
+      return;
+    }
+    if (forged) fuzz::ForgedPermits::Refused();
     FUZZ_CHECK(s.ok() == want_ok, what, " -> ", StatusText(s), "; want ",
                want_ok ? "OK" : "INVALID_ARGUMENT");
     if (!s.ok()) {
       CheckUnchanged(before, what);
       return;
     }
+    FUZZ_TRACE("  ", resp.ShortDebugString());
     FUZZ_CHECK(resp.effect() >= 1 && resp.effect() <= v1::Effect_MAX, what);
     const absl::StatusOr<BreakerSnapshot> after =
         f_.registry.Get(req.dependency());
     FUZZ_CHECK(after.ok() && static_cast<int>(after->state) == resp.state(),
                what, " response state ", resp.state());
+    // Single use: a duplicate exactly when the ledger knows it reported.
+    FUZZ_CHECK(previous.has_value(), what);
+    if (models_lost_) return;
+    Model& m = Reached(req.dependency(), previous);
+    const fuzz::LedgerModel::Mark mark =
+        m.ledger.MarkReported(issued_it->index);
+    const bool duplicate = mark.seen == fuzz::LedgerModel::Seen::kDuplicate;
+    FUZZ_CHECK((resp.effect() == v1::EFFECT_DUPLICATE) == duplicate, what,
+               " -> effect ", resp.effect(), "; permit #", issued_it->index,
+               duplicate ? " was reported before" : " is reported first",
+               m.ledger.Tracked(issued_it->index) ? "" : " (forgotten)");
+    Observe(m, *after);
   }
 
   void AcquireFirst(FuzzedDataProvider& fdp) {
@@ -674,7 +892,11 @@ class Session {
     const bool wire = ConsumeWire(fdp);
     absl::StrAppend(&what, "], ", req.attempt(), ")", Via(wire));
     const World before = Snapshot();
-    for (const std::string& d : req.dependencies()) Use(d);
+    std::map<std::string, std::optional<BreakerSnapshot>> previous;
+    for (const std::string& d : req.dependencies()) {
+      Use(d);
+      if (ValidName(d)) previous[d] = Find(d);
+    }
     v1::AcquireFirstResponse resp;
     grpc::Status s;
     if (wire) {
@@ -696,7 +918,16 @@ class Session {
       CheckUnchanged(before, what);
       return;
     }
-    if (!s.ok()) return;  // earlier candidates may have been asked
+    // The candidates asked (up to the one granted, or up to one past
+    // max_breakers) reached their breakers.
+    for (const auto& [name, prev] : previous) {
+      const std::optional<BreakerSnapshot> now = Find(name);
+      if (!now.has_value()) continue;
+      if (prev.has_value() && Acquires(*now) == Acquires(*prev)) continue;
+      Reached(name, prev);
+      Granted(name, s.ok() && resp.dependency() == name ? resp.permit() : 0);
+    }
+    if (!s.ok()) return;
     if (resp.dependency().empty()) {
       FUZZ_CHECK(!resp.allowed(), what);
     } else {
@@ -706,7 +937,6 @@ class Session {
         listed = listed || d == resp.dependency();
       }
       FUZZ_CHECK(listed, what, " granted ", Show(resp.dependency()));
-      issued_.emplace_back(resp.dependency(), resp.permit());
     }
     CheckDecision(
         resp.dependency().empty() ? req.dependencies(n - 1) : resp.dependency(),
@@ -1019,6 +1249,7 @@ class Session {
     const bool existed = f_.registry.Get(name).ok();
     const World before = Snapshot();
     Use(name);
+    const int64_t now = f_.clock.NowNanos();
 
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline());
@@ -1062,6 +1293,9 @@ class Session {
       return;
     }
     FUZZ_CHECK(resp.status().dependency() == name, what);
+    Model& m = ModelOf(name);
+    if (!existed) m.last_activity_ns = now;  // created
+    Observe(m, *Find(name));
     FUZZ_CHECK(resp.status().state() == (op == 0   ? v1::STATE_FORCED_OPEN
                                          : op == 1 ? v1::STATE_FORCED_CLOSED
                                                    : v1::STATE_CLOSED),
@@ -1080,7 +1314,11 @@ class Session {
   const int64_t start_ns_;
   // Every permit granted, in order (an index into it is stable from run to
   // run, while permit values depend on addresses).
-  std::vector<std::pair<std::string, uint64_t>> issued_;
+  std::vector<Issued> issued_;
+  // A model for every breaker, by name.
+  std::map<std::string, Model> models_;
+  // A forged permit passed its tag: the models are not checked any more.
+  bool models_lost_ = false;
   // Every valid name passed to a call: a superset of the breakers.
   std::set<std::string> used_;
   std::vector<OpenWatch> watches_;

@@ -20,6 +20,12 @@
 //    raised to now (a cooldown already over reads as half-open now) and
 //    capped at now + 1 year (the engine's bound on an open period taken
 //    from elsewhere).
+//  - The restore is checked twice: under the default policy, and under
+//    one with hung calls (inflight.hang_after) and gentle recovery
+//    (recovery.ramp) on. Either way a restored breaker has no permit out,
+//    no hung call and no ramp (admit_share 1: a restored open period is
+//    not a probe's close), and none is evicted as idle, even past
+//    limits.idle_ttl.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -107,7 +113,22 @@ void CheckEntries(const std::vector<SavedBreaker>& entries, size_t lines) {
   }
 }
 
-void CheckRestore(const std::vector<SavedBreaker>& entries) {
+// The policies a restore is checked under: the defaults, and the defaults
+// with hung calls and gentle recovery on.
+std::shared_ptr<const PolicySet> PolicySetFor(bool hang_and_ramp) {
+  auto set = std::make_shared<PolicySet>();
+  if (hang_and_ramp) {
+    Policy p;
+    p.inflight.hang_after = absl::Seconds(30);
+    p.recovery.ramp = absl::Minutes(1);
+    p.recovery.start_share = 0.1;
+    set->defaults = std::make_shared<const Policy>(p);
+  }
+  return set;
+}
+
+void CheckRestore(const std::vector<SavedBreaker>& entries,
+                  bool hang_and_ramp) {
   const absl::Time now_wall = absl::FromUnixMillis(kNowUnixMs);
   int stale = 0;
   for (const SavedBreaker& b : entries) {
@@ -118,8 +139,8 @@ void CheckRestore(const std::vector<SavedBreaker>& entries) {
   }
 
   FakeClock clock;
-  Registry registry(std::make_shared<const PolicySet>(), &clock,
-                    /*permit_secret=*/1);
+  const std::shared_ptr<const PolicySet> set = PolicySetFor(hang_and_ramp);
+  Registry registry(set, &clock, /*permit_secret=*/1);
   const RestoreStats stats =
       RestoreState(&registry, entries, now_wall, kStaleAfter);
   FUZZ_CHECK(stats.failed == 0, stats.failed, " failed");
@@ -157,6 +178,20 @@ void CheckRestore(const std::vector<SavedBreaker>& entries) {
     FUZZ_CHECK(got[i] == want[i], "collected ", EntryText(got[i]), ", want ",
                EntryText(want[i]));
   }
+
+  // Nothing of the permits or of a ramp comes with a restore.
+  registry.ForEach([&](const BreakerSnapshot& s) {
+    FUZZ_CHECK(s.inflight == 0 && s.hung_calls == 0 && s.admit_share == 1,
+               s.dependency, " restored with inflight ", s.inflight,
+               ", hung calls ", s.hung_calls, ", admit_share ", s.admit_share,
+               hang_and_ramp ? " (hang_after and ramp on)" : "");
+  });
+  // A restored breaker is open or forced: never idle.
+  clock.Advance(set->limits.idle_ttl + absl::Hours(1));
+  const size_t restored = registry.size();
+  FUZZ_CHECK(registry.EvictIdle() == 0 && registry.size() == restored,
+             registry.size(), " of ", restored,
+             " restored breakers left after EvictIdle");
 }
 
 }  // namespace
@@ -201,6 +236,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(formatted == Canonical(text), "--- formatted:\n", formatted,
              "--- input (canonical):\n", Canonical(text));
 
-  CheckRestore(*parsed);
+  CheckRestore(*parsed, /*hang_and_ramp=*/false);
+  CheckRestore(*parsed, /*hang_and_ramp=*/true);
   return 0;
 }
