@@ -33,16 +33,18 @@ std::string ReadCpuModel() {
 // A number in the JSON: two decimals.
 std::string Num(double v) { return absl::StrFormat("%.2f", v); }
 
-// Ratios of a breakerd call to a floor (load_report.h); `units` is n.
+// Ratios of a breakerd call to a floor (load_report.h): its latency against
+// `timed` floor calls, its QPS x `rpcs` against the floor's QPS.
 struct Ratio {
   double p50 = 0, p99 = 0, qps = 0;
 };
 
-Ratio RatioOf(const Stats& call, const Stats& floor, double units) {
+Ratio RatioOf(const Stats& call, const Stats& floor, double timed,
+              double rpcs) {
   Ratio r;
-  if (floor.p50_us > 0) r.p50 = call.p50_us / (units * floor.p50_us);
-  if (floor.p99_us > 0) r.p99 = call.p99_us / (units * floor.p99_us);
-  if (floor.qps() > 0) r.qps = call.qps() * units / floor.qps();
+  if (floor.p50_us > 0) r.p50 = call.p50_us / (timed * floor.p50_us);
+  if (floor.p99_us > 0) r.p99 = call.p99_us / (timed * floor.p99_us);
+  if (floor.qps() > 0) r.qps = call.qps() * rpcs / floor.qps();
   return r;
 }
 
@@ -64,13 +66,14 @@ std::array<double, 3> Spread(std::vector<double> v) {
 struct Compared {
   const char* name;
   CallKind kind;
-  double units;  // RPCs per call
+  double timed;  // RPCs in the timed region of one call
+  double rpcs;   // RPCs the server serves per call
 };
 // A timed Report needs a fresh permit (single-use permits): each is preceded
 // by an untimed Acquire, which the server serves too.
-constexpr Compared kCompared[] = {{"acquire", CallKind::kAcquire, 1},
-                                  {"report", CallKind::kReport, 2},
-                                  {"pair", CallKind::kPair, 2}};
+constexpr Compared kCompared[] = {{"acquire", CallKind::kAcquire, 1, 1},
+                                  {"report", CallKind::kReport, 1, 2},
+                                  {"pair", CallKind::kPair, 2, 2}};
 constexpr CallKind kFloors[] = {CallKind::kEcho, CallKind::kHealth};
 
 const Row& RowOf(const std::vector<Row>& rows, CallKind kind) {
@@ -88,7 +91,7 @@ std::vector<Ratio> RoundRatios(const std::vector<Row>& rows, const Compared& c,
   const Row& base = RowOf(rows, floor);
   std::vector<Ratio> out;
   for (size_t k = 0; k < call.rounds.size() && k < base.rounds.size(); ++k) {
-    out.push_back(RatioOf(call.rounds[k], base.rounds[k], c.units));
+    out.push_back(RatioOf(call.rounds[k], base.rounds[k], c.timed, c.rpcs));
   }
   return out;
 }
@@ -125,13 +128,14 @@ std::string FormatTable(const RunInfo& run, const std::vector<Row>& rows) {
     const Stats base = RowOf(rows, floor).total();
     for (const Compared& c : kCompared) {
       if (RowOf(rows, c.kind).rounds.empty() || base.calls == 0) continue;
-      const Ratio r = RatioOf(RowOf(rows, c.kind).total(), base, c.units);
+      const Ratio r =
+          RatioOf(RowOf(rows, c.kind).total(), base, c.timed, c.rpcs);
       std::vector<double> p50s;
       for (const Ratio& k : RoundRatios(rows, c, floor)) p50s.push_back(k.p50);
       const std::array<double, 3> spread = Spread(p50s);
       absl::StrAppendFormat(
           &t, "%-18s %6.3f %6.3f %6.3f  %-20s  %s\n",
-          absl::StrCat(c.name, c.units > 1 ? "/2x" : "/", KindName(floor))
+          absl::StrCat(c.name, c.timed > 1 ? "/2x" : "/", KindName(floor))
               .c_str(),
           r.p50, r.p99, r.qps,
           absl::StrFormat("%.2f..%.2f..%.2f", spread[0], spread[1], spread[2])
@@ -199,8 +203,10 @@ std::string FormatJson(const RunInfo& run, const std::vector<Row>& rows) {
   absl::StrAppend(
       &j,
       "  \"ratios\": {\n"
-      "    \"definition\": \"latency: call / (n x floor); qps: call x n / "
-      "floor; n = RPCs per call (2 for the pair); 1.0 = as fast as the floor. "
+      "    \"definition\": \"latency: call / (t x floor), t = RPCs timed (2 "
+      "for the pair); qps: call x n / floor, n = RPCs served per call (2 for "
+      "the pair, and for report: its untimed Acquire); 1.0 = as fast as the "
+      "floor. "
       "p50/p99/qps from all rounds merged; *_rounds: [min, median, max] of "
       "the per-round ratios\",\n"
       "    \"primary_floor\": \"echo\"");
@@ -211,7 +217,8 @@ std::string FormatJson(const RunInfo& run, const std::vector<Row>& rows) {
     bool first = true;
     for (const Compared& c : kCompared) {
       if (RowOf(rows, c.kind).rounds.empty()) continue;
-      const Ratio r = RatioOf(RowOf(rows, c.kind).total(), base, c.units);
+      const Ratio r =
+          RatioOf(RowOf(rows, c.kind).total(), base, c.timed, c.rpcs);
       std::vector<double> p50s, qpss;
       for (const Ratio& k : RoundRatios(rows, c, floor)) {
         p50s.push_back(k.p50);
