@@ -79,13 +79,10 @@
 //     run its course ends there), no permit out (within the horizon, or
 //     waiting to be counted as hung) and no Acquire/Report for idle_ttl.
 //
-// KNOWN FINDING (reported; BREAKERD_FUZZ_STRICT=1 aborts on it): a ramp
-// whose time is over is ended only by the next Acquire or eviction pass
-// (README: the escalation "is cleared at the first Acquire after it
-// completes"). Until then the status already shows escalation 0 and
-// admit_share 1, but a trip (by a Report, or by hung calls at that
-// Acquire) re-opens at the kept escalation, and a forced state shows it
-// again.
+// Fixed finding (the reproducer stays in crashes/): a ramp whose time was
+// over but that no Acquire had ended kept its escalation for a trip by a
+// Report or for a forced state, while the status showed 0. Every trip,
+// override and eviction pass now ends such a ramp first.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -614,31 +611,16 @@ class Session {
     if (s.generation != t.generation) NewGeneration(t, s);
   }
 
-  // The escalation a breaker keeps beneath a ramp that has run its course
-  // but that no Acquire has ended yet (its status shows 0): see the KNOWN
-  // FINDING at the top. The harness expects what the engine does, unless
-  // BREAKERD_FUZZ_STRICT=1.
-  static uint32_t KeptEscalation(const Tracked& t, const What& what) {
-    FUZZ_CHECK(t.ramp.escalation() == 0 || !fuzz::StrictMode(), what(),
-               "\nKNOWN FINDING: the ramp has run its course (status: "
-               "escalation 0, admit_share 1), yet the breaker acts on the "
-               "escalation it kept, ",
-               t.ramp.escalation(), " (cleared only at the next Acquire)");
-    return t.ramp.escalation();
-  }
-
   // A closed breaker opens on `rule` (`v`: the breaker as expected, moved
   // to open). Returns the reason it records.
   TransitionReason TripFromClosed(Tracked& t, BreakerSnapshot* v,
-                                  TransitionReason rule, const What& what) {
+                                  TransitionReason rule) {
     const int64_t now = clock_.NowNanos();
     TransitionReason reason = rule;
     if (t.ramp.Ramping(now)) {
       // Re-opened while easing back in: the next escalation level.
       reason = TransitionReason::kRampFailed;
       ++v->escalation_level;
-    } else if (t.ramp.RunItsCourse(now)) {
-      v->escalation_level = KeptEscalation(t, what);
     }
     t.ramp.Stop();
     FUZZ_TRACE("  opens: ", TransitionReasonName(reason), ", escalation ",
@@ -695,7 +677,7 @@ class Session {
       AddHung(v, plan.hung);
       if (v->state == State::kClosed &&
           fuzz::RateRuleHolds(PolicyOf(name), v->window)) {
-        plan.trip = TripFromClosed(t, v, TransitionReason::kHungCalls, what);
+        plan.trip = TripFromClosed(t, v, TransitionReason::kHungCalls);
       }
     }
     plan.state = v->state;
@@ -1001,7 +983,7 @@ class Session {
     if (hung > 0) {
       AddHung(&v, hung);
       if (v.state == State::kClosed && fuzz::RateRuleHolds(policy, v.window)) {
-        hung_trip = TripFromClosed(t, &v, TransitionReason::kHungCalls, both);
+        hung_trip = TripFromClosed(t, &v, TransitionReason::kHungCalls);
       }
     }
     if (hung_trip) {
@@ -1083,7 +1065,7 @@ class Session {
             streak_trips ? TransitionReason::kConsecutiveFailures
             : rate_trips ? TransitionReason::kFailureRate
                          : TransitionReason::kSlowCallRate;
-        const TransitionReason reason = TripFromClosed(t, &v, rule, both);
+        const TransitionReason reason = TripFromClosed(t, &v, rule);
         FUZZ_CHECK(
             TransitionCount(after, State::kClosed, State::kOpen, reason) ==
                 TransitionCount(*before, State::kClosed, State::kOpen, reason) +
@@ -1253,10 +1235,7 @@ class Session {
     FUZZ_CHECK(!r->probe_in_flight, what());
     // Every override ends a ramp; a forced state keeps the escalation, a
     // reset clears window, streak and escalation.
-    uint32_t escalation = before ? before->escalation_level : 0;
-    if (t.ramp.RunItsCourse(clock_.NowNanos()) && op != 2) {
-      escalation = KeptEscalation(t, what);
-    }
+    const uint32_t escalation = before ? before->escalation_level : 0;
     t.ramp.Stop();
     if (op == 2) {
       FUZZ_CHECK(r->window.calls == 0 && r->consecutive_failures == 0 &&

@@ -439,19 +439,22 @@ void SetDuration(Context* ctx, const Fields& fields, const std::string& path,
   *out = d;
 }
 
-// A duration in [0, max], where zero switches the feature off.
+// Zero (off), or a duration in [min, max].
 void SetDurationOrOff(Context* ctx, const Fields& fields,
                       const std::string& path, absl::string_view key,
-                      absl::Duration max, absl::Duration* out) {
+                      absl::Duration min, absl::Duration max,
+                      absl::Duration* out) {
   const Field* f = Find(fields, key);
   if (f == nullptr) return;
   const std::string key_path = Join(path, key);
   const std::optional<absl::Duration> d = ReadDuration(ctx, *f, key_path);
   if (!d.has_value()) return;
-  if (*d > max) {
-    ctx->Error(f->mark, key_path,
-               absl::StrCat("must be at most ", absl::FormatDuration(max),
-                            " (got ", f->value.Scalar(), ")"));
+  if (*d > max || (*d > absl::ZeroDuration() && *d < min)) {
+    ctx->Error(
+        f->mark, key_path,
+        absl::StrCat("must be 0s (off) or between ", absl::FormatDuration(min),
+                     " and ", absl::FormatDuration(max), " (got ",
+                     f->value.Scalar(), ")"));
     return;
   }
   *out = *d;
@@ -640,13 +643,15 @@ void ApplyPolicyFields(Context* ctx, const Fields& fields,
 
   sub_path = Join(path, "inflight");
   SubMap(ctx, fields, path, "inflight", {"hang_after"}, &sub);
-  SetDurationOrOff(ctx, sub, sub_path, "hang_after", kMaxHangAfter,
-                   &p->inflight.hang_after);
+  // At least a millisecond: the engine keeps it in whole nanoseconds, and a
+  // shorter "hang" would count nearly every call.
+  SetDurationOrOff(ctx, sub, sub_path, "hang_after", absl::Milliseconds(1),
+                   kMaxHangAfter, &p->inflight.hang_after);
 
   sub_path = Join(path, "recovery");
   SubMap(ctx, fields, path, "recovery", {"ramp", "start_share"}, &sub);
-  SetDurationOrOff(ctx, sub, sub_path, "ramp", kMaxRecoveryRamp,
-                   &p->recovery.ramp);
+  SetDurationOrOff(ctx, sub, sub_path, "ramp", absl::Milliseconds(1),
+                   kMaxRecoveryRamp, &p->recovery.ramp);
   SetNumber(ctx, sub, sub_path, "start_share", 0, 1, Ends::kNotMin,
             &p->recovery.start_share);
 

@@ -215,13 +215,8 @@ void Breaker::TendLedger(Instant now, std::optional<Transition>* transition) {
 
 bool Breaker::ReleaseIdleMemory() {
   const Instant now = NowInstant();
-  // A ramp that has run its course ends here too, not only at the next
-  // Acquire: its escalation is over, and a breaker nobody calls any more
-  // must become idle. The state stays closed: nothing moves.
-  if (ramp_start_ns_ != 0 && !Ramping(now)) {
-    ramp_start_ns_ = 0;
-    escalation_ = 0;
-  }
+  // A breaker nobody calls any more must become idle.
+  EndCompletedRamp(now);
   if (ledger_ == nullptr) return false;
   const bool hang_on = policy_->inflight.hang_after > absl::ZeroDuration();
   ledger_->Expire(now.ns, HorizonNs(),
@@ -258,8 +253,7 @@ bool Breaker::RampAdmits(Instant now, bool retry) {
   const double share = RampShare(now);
   if (share >= 1) {
     // Complete: from here on the breaker is as after any close.
-    ramp_start_ns_ = 0;
-    escalation_ = 0;
+    EndCompletedRamp(now);
     return true;
   }
   if (retry) return false;
@@ -379,8 +373,17 @@ void Breaker::ClearHistory() {
   fleet_trip_pending_ = false;
 }
 
+void Breaker::EndCompletedRamp(Instant now) {
+  if (ramp_start_ns_ != 0 && !Ramping(now)) {
+    ramp_start_ns_ = 0;
+    escalation_ = 0;
+  }
+}
+
 Transition Breaker::Open(Instant now, State from, TransitionReason reason,
                          absl::Duration retry_after_hint) {
+  // A ramp over since the last Acquire is complete: its escalation is gone.
+  EndCompletedRamp(now);
   if (from == State::kClosed && Ramping(now)) {
     // The dependency failed again while it was being eased back in: the
     // next escalation level, and for a local rule the reason says so.
@@ -799,6 +802,7 @@ Transition Breaker::ForceClose() { return Force(Override::kForcedClosed); }
 
 Transition Breaker::Force(Override to) {
   const Instant now = NowInstant();
+  EndCompletedRamp(now);
   const State from = DerivedState(now);
   CreditStateTime(now, &state_seconds_);
   state_entered_ns_ = now.ns;

@@ -211,6 +211,9 @@ class Breaker {
   // Admits or refuses a call in a closed breaker that is ramping; ends the
   // ramp (clearing the escalation) once it is complete.
   bool RampAdmits(Instant now, bool retry);
+  // Ends a ramp whose time is over (clearing its escalation), wherever the
+  // next call finds it: an Acquire, a trip, an override, the eviction pass.
+  void EndCompletedRamp(Instant now);
   bool PermitIsOurs(uint64_t permit) const;
   // Keys this breaker's permits: unique among live breakers.
   uint64_t Identity() const;

@@ -74,8 +74,9 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
         "its probe: recovery.ramp admits no retry)."),
     Def("breakerd_inflight", MetricKind::kGauge, kDependency, 1,
         "Calls in flight: permits acquired within the permit horizon "
-        "(inflight.hang_after, or 60 s when that is off) and neither "
-        "reported yet nor counted as hung."),
+        "(inflight.hang_after, or 60 s when that is off) and not reported "
+        "yet, including calls past hang_after that the next Acquire or "
+        "Report will count as hung."),
     Def("breakerd_hung_calls_total", MetricKind::kCounter, kDependency, 0,
         "Calls counted as hung since the breaker was created: permits not "
         "reported inflight.hang_after after their Acquire, from then on "

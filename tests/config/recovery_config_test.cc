@@ -120,7 +120,7 @@ policies:
     recovery: { ramp: 60m, start_share: 0.001 }
   - match: "b"
     inflight: { hang_after: 1ms }
-    recovery: { ramp: 1ns }
+    recovery: { ramp: 1ms }
 )");
   ASSERT_NE(set, nullptr);
   EXPECT_EQ(set->defaults->inflight.hang_after, kMaxHangAfter);
@@ -130,7 +130,7 @@ policies:
   EXPECT_EQ(set->policies[0]->recovery.ramp, absl::Hours(1));
   EXPECT_EQ(set->policies[0]->recovery.start_share, 0.001);
   EXPECT_EQ(set->policies[1]->inflight.hang_after, absl::Milliseconds(1));
-  EXPECT_EQ(set->policies[1]->recovery.ramp, absl::Nanoseconds(1));
+  EXPECT_EQ(set->policies[1]->recovery.ramp, absl::Milliseconds(1));
 }
 
 // --- bounds -----------------------------------------------------------------
@@ -138,13 +138,24 @@ policies:
 TEST(RecoveryConfigTest, HangAfterLongerThanFiveMinutesIsRefused) {
   EXPECT_THAT(ErrorLines("defaults:\n  inflight: { hang_after: 6m }\n"),
               ElementsAre("test.yaml:2: defaults.inflight.hang_after: must be "
-                          "at most 5m (got 6m)"));
+                          "0s (off) or between 1ms and 5m (got 6m)"));
   EXPECT_THAT(ErrorLines("policies:\n"
                          "  - match: a\n"
                          "    inflight:\n"
                          "      hang_after: 301s\n"),
               ElementsAre("test.yaml:4: policies[0].inflight.hang_after: must "
-                          "be at most 5m (got 301s)"));
+                          "be 0s (off) or between 1ms and 5m (got 301s)"));
+}
+
+// Found by fuzz/classify_fuzz: a sub-millisecond hang_after (0.25ns) was
+// accepted, kept in whole nanoseconds as 0, and so never counted a call.
+TEST(RecoveryConfigTest, DurationsShorterThanAMillisecondAreRefused) {
+  EXPECT_THAT(ErrorLines("defaults:\n  inflight: { hang_after: 500us }\n"),
+              ElementsAre("test.yaml:2: defaults.inflight.hang_after: must be "
+                          "0s (off) or between 1ms and 5m (got 500us)"));
+  EXPECT_THAT(ErrorLines("defaults:\n  recovery: { ramp: 0.25ns }\n"),
+              ElementsAre("test.yaml:2: defaults.recovery.ramp: must be 0s "
+                          "(off) or between 1ms and 1h (got 0.25ns)"));
 }
 
 TEST(RecoveryConfigTest, NegativeDurationsAreRefused) {
@@ -169,13 +180,13 @@ TEST(RecoveryConfigTest, DurationsNeedAUnitEvenForZero) {
 
 TEST(RecoveryConfigTest, RampLongerThanAnHourIsRefused) {
   EXPECT_THAT(ErrorLines("defaults:\n  recovery: { ramp: 2h }\n"),
-              ElementsAre("test.yaml:2: defaults.recovery.ramp: must be at "
-                          "most 1h (got 2h)"));
+              ElementsAre("test.yaml:2: defaults.recovery.ramp: must be 0s "
+                          "(off) or between 1ms and 1h (got 2h)"));
   EXPECT_THAT(ErrorLines("policies:\n"
                          "  - match: a\n"
                          "    recovery: { ramp: 61m }\n"),
-              ElementsAre("test.yaml:3: policies[0].recovery.ramp: must be at "
-                          "most 1h (got 61m)"));
+              ElementsAre("test.yaml:3: policies[0].recovery.ramp: must be 0s "
+                          "(off) or between 1ms and 1h (got 61m)"));
 }
 
 TEST(RecoveryConfigTest, StartShareOutsideZeroToOneIsRefused) {
@@ -226,8 +237,8 @@ TEST(RecoveryConfigTest, EveryErrorIsReportedWithTheOthers) {
                  "    recovery: { ramp: 2h, start_share: 1.5 }\n"),
       ElementsAre("test.yaml:2: defaults.mode: must be one of enforce, shadow "
                   "(got \"x\")",
-                  "test.yaml:3: defaults.inflight.hang_after: must be at most "
-                  "5m (got 6m)",
+                  "test.yaml:3: defaults.inflight.hang_after: must be 0s (off) "
+                  "or between 1ms and 5m (got 6m)",
                   "test.yaml:4: defaults.recovery.ramp: must not be negative "
                   "(got \"-1s\")",
                   "test.yaml:4: defaults.recovery.start_share: must be "
@@ -236,8 +247,8 @@ TEST(RecoveryConfigTest, EveryErrorIsReportedWithTheOthers) {
                   "ramp, start_share)",
                   "test.yaml:7: policies[0].inflight.hang: unknown key "
                   "(known: hang_after)",
-                  "test.yaml:8: policies[0].recovery.ramp: must be at most 1h "
-                  "(got 2h)",
+                  "test.yaml:8: policies[0].recovery.ramp: must be 0s (off) or "
+                  "between 1ms and 1h (got 2h)",
                   "test.yaml:8: policies[0].recovery.start_share: must be "
                   "greater than 0 and at most 1 (got 1.5)"));
 }

@@ -417,6 +417,25 @@ TEST_F(RampTest, EscalationClearsOnlyWhenTheRampCompletes) {
   EXPECT_EQ(breaker_->Snapshot().escalation_level, 0u);
 }
 
+// Found by fuzz/classify_fuzz: a ramp over since the last Acquire kept its
+// escalation for a trip by Report.
+TEST_F(RampTest, ATripAfterTheRampEndedUsesTheBaseCooldown) {
+  Make(RampPolicy());
+  OpenThenRecover(/*failed_probes=*/1);  // escalation 1 while ramping
+  std::vector<uint64_t> permits;
+  while (permits.size() < 5) {
+    AcquireResult a = Acquire();
+    if (a.allowed) permits.push_back(a.permit);
+  }
+  clock_.Advance(Seconds(3));  // the ramp is over; no Acquire since
+  transitions_.clear();
+  for (uint64_t permit : permits) Report(permit, OutcomeClass::kTimeout);
+  ASSERT_EQ(transitions_.size(), 1u);
+  EXPECT_EQ(transitions_[0].reason, TransitionReason::kConsecutiveFailures);
+  EXPECT_EQ(transitions_[0].escalation_level, 0u);
+  EXPECT_EQ(transitions_[0].retry_after, Seconds(10));
+}
+
 TEST_F(RampTest, AReloadKeepsTheRampsStart) {
   Make(RampPolicy());
   OpenThenRecover();
