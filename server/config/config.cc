@@ -746,11 +746,13 @@ void ParseRoot(Context* ctx, const YAML::Node& root, PolicySet* set) {
     ParsePolicies(ctx, *policies, *defaults, &set->policies);
   }
 
-  SubMap(ctx, top, "", "limits", {"max_breakers", "idle_ttl"}, &fields);
+  SubMap(ctx, top, "", "limits", {"max_breakers", "idle_ttl", "max_chains"},
+         &fields);
   SetInt(ctx, fields, "limits", "max_breakers", 1, 10000000,
          &set->limits.max_breakers);
   SetDuration(ctx, fields, "limits", "idle_ttl", absl::Seconds(1),
               absl::Hours(24 * 30), &set->limits.idle_ttl);
+  SetInt(ctx, fields, "limits", "max_chains", 1, 1000, &set->limits.max_chains);
 }
 
 }  // namespace

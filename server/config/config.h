@@ -11,7 +11,7 @@
 //                  and inherits every key it leaves out from `defaults`,
 //                  leaf by leaf (giving only failure_rate.threshold keeps
 //                  the default failure_rate.min_calls and .window)
-//   limits:        { max_breakers, idle_ttl }
+//   limits:        { max_breakers, idle_ttl, max_chains }
 //
 // Durations are strings with a unit: "250ms", "30s", "10m", "1h", "1.5s",
 // "500us" (units ns, us, ms, s, m, h); bare numbers and negative values are

@@ -404,6 +404,7 @@ Transition Breaker::Open(Instant now, State from, TransitionReason reason,
   probe_permit_ = 0;
   probe_successes_ = 0;
   if (from == State::kClosed) {
+    StartEpisode(now);
     // A new episode. In fleet mode a local trip stays local until the
     // fleet agrees, unless it is the fleet's own verdict, the upstream's
     // (its Retry-After set the cooldown: a shared credential's limit holds
@@ -425,6 +426,34 @@ Transition Breaker::Open(Instant now, State from, TransitionReason reason,
     }
   }
   return MoveTo(now, from, State::kOpen, reason);
+}
+
+void Breaker::StartEpisode(Instant now) {
+  Rare& r = rare();
+  r.episode_start_ns = std::max<int64_t>(now.ns, 1);
+  r.first_probe_pending = true;
+}
+
+void Breaker::CountFirstProbe(Verdict verdict) {
+  if (rare_ == nullptr || !rare_->first_probe_pending ||
+      verdict == Verdict::kNeutral) {
+    return;
+  }
+  rare_->first_probe_pending = false;
+  ++(verdict == Verdict::kSuccess ? rare_->first_probe_succeeded
+                                  : rare_->first_probe_failed);
+}
+
+void Breaker::EndEpisode(Instant now) {
+  if (rare_ == nullptr || rare_->episode_start_ns == 0) return;
+  const double seconds =
+      static_cast<double>(now.ns - rare_->episode_start_ns) / 1e9;
+  const auto bound = std::lower_bound(kOpenDurationBucketBounds.begin(),
+                                      kOpenDurationBucketBounds.end(), seconds);
+  ++rare_->open_duration[bound - kOpenDurationBucketBounds.begin()];
+  rare_->open_duration_sum_seconds += seconds;
+  rare_->episode_start_ns = 0;
+  rare_->first_probe_pending = false;
 }
 
 Transition Breaker::Close(Instant now, State from, TransitionReason reason) {
@@ -450,6 +479,7 @@ Transition Breaker::Close(Instant now, State from, TransitionReason reason) {
                        policy_->recovery.start_share * kRampCreditUnit + 0.5);
     escalation_ = escalation;
   }
+  EndEpisode(now);
   // An episode the fleet never confirmed ends here: counted once (the
   // false-positive signal), and its close stays local like its open.
   const bool local = LocalEpisode();
@@ -656,6 +686,7 @@ std::optional<Transition> Breaker::ApplyExternal(const ExternalState& state,
       const Instant now = NowInstant();
       if (override_ != Override::kNone) {
         // The operator's override still decides; close beneath it.
+        EndEpisode(now);
         open_ = false;
         half_open_seen_ = false;
         probe_permit_ = 0;
@@ -674,6 +705,7 @@ std::optional<Transition> Breaker::ApplyExternal(const ExternalState& state,
         CreditStateTime(now, &state_seconds_);
         state_entered_ns_ = now.ns;
       }
+      if (!open_) StartEpisode(now);
       open_ = true;
       // Bounded: a time left from a file or another process is never
       // negative, and never so far out that the clock's int64 nanoseconds
@@ -776,6 +808,7 @@ absl::StatusOr<ReportResult> Breaker::Report(
     // after its cooldown restarted cannot match, the generation moved).
     r.effect = counted;
     probe_permit_ = 0;
+    CountFirstProbe(verdict);
     if (verdict == Verdict::kFailure) {
       ++escalation_;
       *transition =
@@ -957,6 +990,10 @@ BreakerSnapshot Breaker::Snapshot() const {
   s.probe_in_flight = s.state == State::kHalfOpen && probe_permit_ != 0 &&
                       now.ns < probe_until_ns_;
   s.failure_rate_threshold = policy_->failure_rate.threshold;
+  s.failure_rate_min_calls = policy_->failure_rate.min_calls;
+  s.slow_call_rate_threshold = policy_->slow_call_rate.threshold;
+  s.consecutive_failures_threshold = policy_->consecutive_failures;
+  s.state_age = absl::Nanoseconds(now.ns - state_entered_ns_);
   s.fleet_window_known = fleet_window_at_ns_ != 0;
   // Shown while it says something: read within the window, and the store
   // reachable (while it is away, breakers decide on their own windows).
@@ -982,6 +1019,10 @@ BreakerSnapshot Breaker::Snapshot() const {
   if (rare_ != nullptr) {
     s.transitions = rare_->transitions;
     s.hung_calls = rare_->hung_calls;
+    s.first_probe_succeeded = rare_->first_probe_succeeded;
+    s.first_probe_failed = rare_->first_probe_failed;
+    s.open_duration_buckets = rare_->open_duration;
+    s.open_duration_sum_seconds = rare_->open_duration_sum_seconds;
     for (int c = 1; c < kOutcomeClassCount; ++c) {
       s.reports[c][static_cast<int>(Effect::kDuplicate)] = rare_->duplicates[c];
       s.reports[c][static_cast<int>(Effect::kLate)] = rare_->late[c];

@@ -343,8 +343,23 @@ class Breaker {
     std::array<uint64_t, kOutcomeClassCount> late{};
     std::array<uint64_t, kOutcomeClassCount> duplicates{};
     uint64_t hung_calls = 0;
+    // The open episode (an open entered from closed) under way: when it
+    // opened (0: none), and whether its first probe has yet to report.
+    int64_t episode_start_ns = 0;
+    bool first_probe_pending = false;
+    uint64_t first_probe_succeeded = 0;
+    uint64_t first_probe_failed = 0;
+    // Episodes closed, by duration (kOpenDurationBucketBounds; last: +Inf).
+    std::array<uint64_t, kOpenDurationBuckets + 1> open_duration{};
+    double open_duration_sum_seconds = 0;
   };
   Rare& rare();
+  // Open episodes: one starts at an open entered from closed, its first
+  // probe's verdict is counted once, and a close ends it (observing its
+  // duration).
+  void StartEpisode(Instant now);
+  void CountFirstProbe(Verdict verdict);
+  void EndEpisode(Instant now);
   std::unique_ptr<Rare> rare_;
   // The reported-latency histogram, allocated at the first report that
   // carries a latency.

@@ -141,6 +141,9 @@ struct Limits {
   // An idle breaker (closed, no history, no recent permit) is evicted after
   // this long without activity.
   absl::Duration idle_ttl = absl::Minutes(10);
+  // Most fallback-chain names counted under their own name (ChainStats);
+  // later names are counted as chain "other".
+  uint32_t max_chains = 100;
 };
 
 // The validated, immutable result of one configuration: defaults, the

@@ -80,6 +80,7 @@ Registry::Registry(std::shared_ptr<const PolicySet> policies,
       id_(next_registry_id.fetch_add(1, std::memory_order_relaxed)),
       context_{clock, permit_secret != 0 ? permit_secret : RandomSecret(),
                uniform},
+      chains_([this] { return this->policies()->limits.max_chains; }),
       policies_(std::move(policies)) {
   DisableDeadlockDetection();
 }
@@ -196,8 +197,21 @@ absl::StatusOr<AcquireResult> Registry::Acquire(absl::string_view dependency,
   return AcquireValidated(dependency, attempt);  // WithBreaker validates
 }
 
+static absl::Status ValidateChain(absl::string_view chain, uint64_t last_tier,
+                                  absl::string_view tier_field) {
+  if (chain.empty()) return absl::OkStatus();
+  if (absl::Status s = ValidateDependency(chain, "chain"); !s.ok()) return s;
+  if (last_tier > kMaxChainTier) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(tier_field, ": a chain's tiers are 0 to ", kMaxChainTier,
+                     " (this request reaches tier ", last_tier, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<AcquireFirstResult> Registry::AcquireFirst(
-    absl::Span<const std::string> dependencies, uint32_t attempt) {
+    absl::Span<const std::string> dependencies, uint32_t attempt,
+    ChainPosition chain) {
   if (dependencies.empty()) {
     return absl::InvalidArgumentError(
         "dependencies: must name at least one dependency");
@@ -214,21 +228,54 @@ absl::StatusOr<AcquireFirstResult> Registry::AcquireFirst(
       return s;
     }
   }
+  if (absl::Status s = ValidateChain(
+          chain.chain, uint64_t{chain.first_tier} + dependencies.size() - 1,
+          "first_tier");
+      !s.ok()) {
+    return s;
+  }
   AcquireFirstResult out;
+  absl::Status cap;  // the last candidate the cap passed over
+  bool decided = false;
   absl::Duration shortest = absl::InfiniteDuration();
   for (size_t i = 0; i < dependencies.size(); ++i) {
+    // A repeated name was decided at its first place.
+    if (std::find(dependencies.begin(), dependencies.begin() + i,
+                  dependencies[i]) != dependencies.begin() + i) {
+      continue;
+    }
     absl::StatusOr<AcquireResult> r =
         AcquireValidated(dependencies[i], attempt);
+    if (absl::IsResourceExhausted(r.status())) {
+      // No breaker for it and none may be created: the next candidate may
+      // still be granted.
+      ++out.skipped_at_cap;
+      acquire_first_skipped_.fetch_add(1, std::memory_order_relaxed);
+      cap = r.status();
+      continue;
+    }
     if (!r.ok()) return r.status();
+    decided = true;
+    out.result = *r;
     if (r->allowed) {
       out.granted = static_cast<int>(i);
-      out.result = *r;
+      if (!chain.chain.empty()) {
+        chains_.CountDecision(chain.chain, chain.first_tier + i);
+      }
       return out;
     }
-    shortest = std::min(shortest, r->retry_after);
-    out.result = *r;
+    // A forced-open candidate opens again only when an operator says so:
+    // it has no wait to offer.
+    if (r->reason != RejectReason::kForcedOpen) {
+      shortest = std::min(shortest, r->retry_after);
+    }
   }
-  out.result.retry_after = shortest;
+  if (!decided) return cap;
+  out.result.retry_after =
+      shortest == absl::InfiniteDuration() ? absl::ZeroDuration() : shortest;
+  if (!chain.chain.empty()) {
+    chains_.CountDecision(chain.chain, ChainStats::kNoneTier);
+  }
   return out;
 }
 
@@ -246,6 +293,10 @@ absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
   }
   if (facts.retry_after < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("retry_after: must not be negative");
+  }
+  if (absl::Status s = ValidateChain(facts.chain, facts.tier, "tier");
+      !s.ok()) {
+    return s;
   }
   ReportInput in{*outcome, facts.latency, facts.retry_after};
   // The lookup of WithBreaker, inline: the hot path builds one StatusOr.
@@ -275,7 +326,11 @@ absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
         "\" (no breaker exists for it: a permit from before a restart, or "
         "one older than the permit horizon of a breaker evicted since?)")));
   }
-  if (!found->ok()) unknown_permits_.fetch_add(1, std::memory_order_relaxed);
+  if (!found->ok()) {
+    unknown_permits_.fetch_add(1, std::memory_order_relaxed);
+  } else if (!facts.chain.empty() && (*found)->effect != Effect::kDuplicate) {
+    chains_.CountOutcome(facts.chain, facts.tier, *outcome);
+  }
   return *std::move(found);
 }
 

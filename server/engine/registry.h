@@ -29,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "server/engine/breaker.h"
+#include "server/engine/chain_stats.h"
 #include "server/engine/clock.h"
 #include "server/engine/mutex.h"
 #include "server/engine/name_hash.h"
@@ -63,14 +64,29 @@ struct ReportRequestFacts {
   RawOutcome outcome;
   absl::Duration latency = absl::ZeroDuration();
   absl::Duration retry_after = absl::ZeroDuration();
+  // A call granted through a named fallback chain (empty: none), at this
+  // tier of it (ChainStats).
+  absl::string_view chain;
+  uint32_t tier = 0;
+};
+
+// A fallback chain as the caller names it (empty name: not counted).
+struct ChainPosition {
+  absl::string_view chain;
+  // The tier of the first candidate in the caller's full chain.
+  uint32_t first_tier = 0;
 };
 
 struct AcquireFirstResult {
   // Index into the request's list of the dependency granted; -1 if none.
   int granted = -1;
-  // For the granted dependency; for none granted: the last candidate's
-  // result with retry_after the shortest wait of all candidates.
+  // For the granted dependency; for none granted: the last candidate
+  // decided's result with retry_after the shortest wait of the candidates
+  // that have one (a forced-open candidate has none: zero if no other).
   AcquireResult result;
+  // Candidates passed over because no breaker could be created for them
+  // (limits.max_breakers reached).
+  uint32_t skipped_at_cap = 0;
 };
 
 class Registry {
@@ -94,15 +110,25 @@ class Registry {
                                         uint32_t attempt);
 
   // Tries each dependency in order; the first allowed wins and the rest are
-  // not touched. INVALID_ARGUMENT (naming dependencies[i]) before anything is
-  // decided if any name is bad or the list is empty or longer than
-  // kMaxAcquireFirst.
+  // not touched. A name repeated in the list is tried once (at its first
+  // place). A candidate with no breaker that the cap (max_breakers) keeps
+  // from being created is skipped, counted (skipped_at_cap and
+  // acquire_first_skipped()); RESOURCE_EXHAUSTED only when that leaves no
+  // candidate decided. INVALID_ARGUMENT (naming dependencies[i], chain or
+  // first_tier) before anything is decided if any name is bad, the list is
+  // empty or longer than kMaxAcquireFirst, or the chain's last tier would
+  // pass kMaxChainTier. With a chain name, the decision is counted in
+  // chains(): the granted candidate's tier (first_tier + its index), or
+  // none.
   absl::StatusOr<AcquireFirstResult> AcquireFirst(
-      absl::Span<const std::string> dependencies, uint32_t attempt);
+      absl::Span<const std::string> dependencies, uint32_t attempt,
+      ChainPosition chain = {});
   static constexpr size_t kMaxAcquireFirst = 16;
 
-  // INVALID_ARGUMENT for a bad name, a bad outcome, or a permit this process
-  // never issued for this dependency; nothing changes then.
+  // INVALID_ARGUMENT for a bad name, a bad outcome, a bad chain name or a
+  // tier past kMaxChainTier, or a permit this process never issued for this
+  // dependency; nothing changes then. With facts.chain, the outcome (unless
+  // a duplicate) is counted in chains().
   absl::StatusOr<ReportResult> Report(absl::string_view dependency,
                                       uint64_t permit,
                                       const ReportRequestFacts& facts);
@@ -188,6 +214,12 @@ class Registry {
   uint64_t unknown_permits() const {
     return unknown_permits_.load(std::memory_order_relaxed);
   }
+  // AcquireFirst candidates skipped at the breaker cap, since start.
+  uint64_t acquire_first_skipped() const {
+    return acquire_first_skipped_.load(std::memory_order_relaxed);
+  }
+  // Named fallback chains: decisions and outcomes by tier.
+  const ChainStats& chains() const { return chains_; }
 
   const Clock* clock() const { return clock_; }
 
@@ -259,6 +291,8 @@ class Registry {
   // here, so a re-created breaker's generations continue upward.
   std::atomic<uint64_t> generation_floor_{0};
   std::atomic<uint64_t> unknown_permits_{0};
+  std::atomic<uint64_t> acquire_first_skipped_{0};
+  ChainStats chains_;
 
   // Serializes EvictIdle and SumCounters (taken before any shard lock).
   mutable Mutex evict_mu_;

@@ -7,6 +7,9 @@ namespace breakerd {
 const std::array<double, kLatencyBuckets> kLatencyBucketBounds = {
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
 
+const std::array<double, kOpenDurationBuckets> kOpenDurationBucketBounds = {
+    1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600};
+
 absl::string_view StateName(State s) {
   switch (s) {
     case State::kClosed:
@@ -139,6 +142,12 @@ void AddCounters(const BreakerSnapshot& from, BreakerSnapshot* into) {
   into->latency_sum_seconds += from.latency_sum_seconds;
   into->latency_count += from.latency_count;
   into->fleet_unconfirmed_opens += from.fleet_unconfirmed_opens;
+  into->first_probe_succeeded += from.first_probe_succeeded;
+  into->first_probe_failed += from.first_probe_failed;
+  for (size_t b = 0; b < from.open_duration_buckets.size(); ++b) {
+    into->open_duration_buckets[b] += from.open_duration_buckets[b];
+  }
+  into->open_duration_sum_seconds += from.open_duration_sum_seconds;
   into->hung_calls += from.hung_calls;
 }
 

@@ -217,6 +217,11 @@ inline constexpr int kLatencyBuckets = 14;
 // Their upper bounds, in seconds.
 extern const std::array<double, kLatencyBuckets> kLatencyBucketBounds;
 
+// Number of finite buckets of the open-duration histogram (from an open
+// entered from closed to the close), and their upper bounds in seconds.
+inline constexpr int kOpenDurationBuckets = 10;
+extern const std::array<double, kOpenDurationBuckets> kOpenDurationBucketBounds;
+
 // Everything known about one breaker at one instant: the status served by
 // GetState and the counters served by /metrics, read under the same lock.
 struct BreakerSnapshot {
@@ -231,7 +236,13 @@ struct BreakerSnapshot {
   std::string policy;  // the policy's match, or "defaults"
   bool shadow = false;
   bool probe_in_flight = false;
+  // The policy's thresholds (0: the rule is off).
   double failure_rate_threshold = 0;
+  uint32_t failure_rate_min_calls = 0;
+  double slow_call_rate_threshold = 0;
+  uint32_t consecutive_failures_threshold = 0;
+  // How long the breaker has been in its current state.
+  absl::Duration state_age = absl::ZeroDuration();
   // Fleet mode: the fleet's window as last read (zero once older than the
   // window), and whether one was ever read for this breaker.
   bool fleet_window_known = false;
@@ -260,6 +271,14 @@ struct BreakerSnapshot {
   uint64_t latency_count = 0;
   // Fleet mode: local open episodes that ended never confirmed by the fleet.
   uint64_t fleet_unconfirmed_opens = 0;
+  // Open episodes (an open entered from closed) by how their first probe
+  // ended (the false-positive signal: a first probe that succeeded).
+  uint64_t first_probe_succeeded = 0;
+  uint64_t first_probe_failed = 0;
+  // Episodes that ended in a close, by duration from the open: per-bucket
+  // counts (last: +Inf) and the sum.
+  std::array<uint64_t, kOpenDurationBuckets + 1> open_duration_buckets{};
+  double open_duration_sum_seconds = 0;
   // Permits out: within the permit horizon, or (inflight.hang_after on)
   // waiting to be counted as hung at the next Acquire or Report; not
   // reported, not counted as hung.

@@ -21,6 +21,11 @@ constexpr absl::string_view kResult[] = {"result"};
 constexpr absl::string_view kMethodCode[] = {"method", "code"};
 constexpr absl::string_view kEvent[] = {"event"};
 constexpr absl::string_view kMethod[] = {"method"};
+constexpr absl::string_view kFirstProbe[] = {"dependency", "first_probe"};
+constexpr absl::string_view kRule[] = {"dependency", "rule"};
+constexpr absl::string_view kChainTier[] = {"chain", "tier"};
+constexpr absl::string_view kChainTierClass[] = {"chain", "tier", "class"};
+constexpr absl::string_view kReason[] = {"reason"};
 
 // A table row; the fields in the order that reads best in the table.
 FamilyDef Def(absl::string_view name, MetricKind kind,
@@ -102,6 +107,26 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
         "fleet ever confirming them (neither its window nor a quorum of "
         "sidecars agreed): opens that refused only this pod's calls. Many "
         "on one pod mean that pod is sick, not the dependency."),
+    Def("breakerd_open_episodes_total", MetricKind::kCounter, kFirstProbe, 0,
+        "Open episodes (an open entered from closed) by how their first "
+        "probe ended: succeeded (the dependency was fine by then: with "
+        "escalation 0, on one pod, unconfirmed by the fleet, the signature "
+        "of a false open) or failed. Counted when that probe reports."),
+    Def("breakerd_open_duration_seconds", MetricKind::kHistogram, kDependency,
+        0,
+        "Open episodes that ended in a close, by their duration in seconds "
+        "from the open (entered from closed) to the close.",
+        kOpenDurationBucketBounds),
+    Def("breakerd_policy_threshold", MetricKind::kGauge, kRule, 3,
+        "The thresholds of the breaker's policy, one sample per rule that is "
+        "on: failure_rate and slow_call_rate (0 to 1), min_calls (of the "
+        "failure-rate rule), consecutive_failures (a count)."),
+    Def("breakerd_window_calls", MetricKind::kGauge, kDependency, 1,
+        "Counted calls in the breaker's failure-rate window now (the "
+        "failure-rate rule acts from min_calls on)."),
+    Def("breakerd_state_age_seconds", MetricKind::kGauge, kDependency, 0,
+        "Seconds since the breaker entered its current state; exported only "
+        "for breakers that are not closed."),
     // Per process.
     Def("breakerd_breakers", MetricKind::kGauge, {}, 0,
         "Breakers currently held in memory (one per dependency name seen and "
@@ -155,6 +180,21 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
         "missing, not writable, or full): open breakers and operator "
         "overrides would not survive a restart. Absent without "
         "--state-file."),
+    Def("breakerd_chain_decisions_total", MetricKind::kCounter, kChainTier, 0,
+        "AcquireFirst decisions of named fallback chains, by the granted "
+        "candidate's tier (its 0-based position in the caller's full chain) "
+        "or none (every candidate refused: the ultimate fallback). Past "
+        "limits.max_chains names, chains are counted as other."),
+    Def("breakerd_chain_outcomes_total", MetricKind::kCounter, kChainTierClass,
+        0,
+        "Reported outcomes of calls granted through a named fallback chain, "
+        "by tier and outcome class (repeated Reports of a permit not "
+        "counted)."),
+    Def("breakerd_acquire_first_skipped_total", MetricKind::kCounter, kReason,
+        0,
+        "AcquireFirst candidates passed over because no breaker could be "
+        "created for them (reason max_breakers: limits.max_breakers held); "
+        "the next candidate was tried."),
 };
 
 constexpr State kAllStates[] = {State::kClosed, State::kHalfOpen, State::kOpen,
@@ -316,6 +356,52 @@ void EmitBreakerSamples(const BreakerSnapshot& s, FamilySet families,
   if (Has(families, FamilyId::kAdmitShare)) {
     sink->AddSample(FamilyId::kAdmitShare, {dep}, s.admit_share);
   }
+
+  if (Has(families, FamilyId::kOpenEpisodes)) {
+    if (s.first_probe_succeeded > 0) {
+      sink->AddCount(FamilyId::kOpenEpisodes, {dep, "succeeded"},
+                     s.first_probe_succeeded);
+    }
+    if (s.first_probe_failed > 0) {
+      sink->AddCount(FamilyId::kOpenEpisodes, {dep, "failed"},
+                     s.first_probe_failed);
+    }
+  }
+  if (Has(families, FamilyId::kOpenDuration)) {
+    std::array<uint64_t, kOpenDurationBuckets> cumulative;
+    const uint64_t finite =
+        Accumulate(s.open_duration_buckets.data(), &cumulative);
+    HistogramSample h;
+    h.count = finite + s.open_duration_buckets[kOpenDurationBuckets];
+    if (h.count > 0) {
+      h.cumulative_counts = cumulative;
+      h.sum = s.open_duration_sum_seconds;
+      sink->AddHistogram(FamilyId::kOpenDuration, {dep}, h);
+    }
+  }
+  if (Has(families, FamilyId::kPolicyThreshold)) {
+    if (s.failure_rate_threshold > 0) {
+      sink->AddSample(FamilyId::kPolicyThreshold, {dep, "failure_rate"},
+                      s.failure_rate_threshold);
+      sink->AddCount(FamilyId::kPolicyThreshold, {dep, "min_calls"},
+                     s.failure_rate_min_calls);
+    }
+    if (s.slow_call_rate_threshold > 0) {
+      sink->AddSample(FamilyId::kPolicyThreshold, {dep, "slow_call_rate"},
+                      s.slow_call_rate_threshold);
+    }
+    if (s.consecutive_failures_threshold > 0) {
+      sink->AddCount(FamilyId::kPolicyThreshold, {dep, "consecutive_failures"},
+                     s.consecutive_failures_threshold);
+    }
+  }
+  if (Has(families, FamilyId::kWindowCalls)) {
+    sink->AddCount(FamilyId::kWindowCalls, {dep}, s.window.calls);
+  }
+  if (Has(families, FamilyId::kStateAge) && s.state != State::kClosed) {
+    sink->AddSample(FamilyId::kStateAge, {dep},
+                    absl::ToDoubleSeconds(s.state_age));
+  }
 }
 
 bool FamilyExported(FamilyId id, const ProcessStats& stats,
@@ -325,6 +411,9 @@ bool FamilyExported(FamilyId id, const ProcessStats& stats,
     case FamilyId::kFailureRate:
     case FamilyId::kInflight:
     case FamilyId::kAdmitShare:
+    case FamilyId::kPolicyThreshold:
+    case FamilyId::kWindowCalls:
+    case FamilyId::kStateAge:
       return label != DependencyLabel::kOmit;
     case FamilyId::kFleetWindowCalls:
     case FamilyId::kFleetFailureRate:
@@ -406,6 +495,26 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
     for (const auto& [event, count] : events) {
       sink->AddCount(FamilyId::kFleetEvents, {event}, count);
     }
+  }
+  if (Has(families, FamilyId::kChainDecisions)) {
+    registry.chains().ForEachDecision(
+        [sink](absl::string_view chain, size_t tier, uint64_t n) {
+          const std::string t =
+              tier == ChainStats::kNoneTier ? "none" : std::to_string(tier);
+          sink->AddCount(FamilyId::kChainDecisions, {chain, t}, n);
+        });
+  }
+  if (Has(families, FamilyId::kChainOutcomes)) {
+    registry.chains().ForEachOutcome([sink](absl::string_view chain,
+                                            size_t tier, OutcomeClass c,
+                                            uint64_t n) {
+      sink->AddCount(FamilyId::kChainOutcomes,
+                     {chain, std::to_string(tier), OutcomeClassName(c)}, n);
+    });
+  }
+  if (Has(families, FamilyId::kAcquireFirstSkipped)) {
+    sink->AddCount(FamilyId::kAcquireFirstSkipped, {"max_breakers"},
+                   registry.acquire_first_skipped());
   }
   if (Has(families, FamilyId::kWatchStreams)) {
     sink->AddCount(FamilyId::kWatchStreams, {}, Call(stats.watch_streams));

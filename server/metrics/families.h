@@ -15,7 +15,11 @@
 //                    breakerd_failure_rate, breakerd_state_seconds_total,
 //                    breakerd_call_duration_seconds (histogram),
 //                    breakerd_retries_total, breakerd_inflight,
-//                    breakerd_hung_calls_total, breakerd_admit_share;
+//                    breakerd_hung_calls_total, breakerd_admit_share,
+//                    breakerd_open_episodes_total,
+//                    breakerd_open_duration_seconds (histogram),
+//                    breakerd_policy_threshold, breakerd_window_calls,
+//                    breakerd_state_age_seconds (breakers not closed);
 //                    in fleet mode breakerd_fleet_window_calls,
 //                    breakerd_fleet_failure_rate (for breakers whose
 //                    fleet window was read) and
@@ -26,14 +30,18 @@
 //                    breakerd_grpc_server_handled_total,
 //                    breakerd_grpc_server_handling_seconds (histogram),
 //                    breakerd_admin_auth_failures_total,
-//                    breakerd_state_save_failures_total (with --state-file)
+//                    breakerd_state_save_failures_total (with --state-file),
+//                    breakerd_chain_decisions_total,
+//                    breakerd_chain_outcomes_total,
+//                    breakerd_acquire_first_skipped_total
 //
 // To keep a scrape of max_breakers breakers small, per-breaker counters are
 // exported only for label combinations that have counted something (a
 // combination appears the first time it is non-zero), and the latency
 // histogram only for breakers that have a reported latency. The gauges
-// breakerd_state, breakerd_failure_rate, breakerd_inflight and
-// breakerd_admit_share are exported for every breaker.
+// breakerd_state, breakerd_failure_rate, breakerd_inflight,
+// breakerd_admit_share, breakerd_window_calls and breakerd_policy_threshold
+// (one sample per rule that is on) are exported for every breaker.
 //
 // The per-breaker families carry the dependency as their first label. What
 // its value is depends on the DependencyLabel (dependency_label.h,
@@ -41,9 +49,8 @@
 // rewrites the value), or, for kOmit, no dependency label at all: each
 // counter and histogram is then summed over every dependency held and every
 // one evicted since start (Registry::SumCounters, so a sum never goes down),
-// one series per combination of the remaining labels; the gauges
-// breakerd_state, breakerd_failure_rate, breakerd_inflight and
-// breakerd_admit_share, which the sums do not carry, are not exported.
+// one series per combination of the remaining labels; the per-breaker
+// gauges, which the sums do not carry, are not exported.
 //
 // Thread-safety: the family table is immutable; the Emit* functions may run
 // on several threads at once, each with its own sink. EmitSamples takes the
@@ -123,6 +130,11 @@ enum class FamilyId : int {
   kFleetWindowCalls,
   kFleetFailureRate,
   kFleetUnconfirmedOpens,
+  kOpenEpisodes,
+  kOpenDuration,
+  kPolicyThreshold,
+  kWindowCalls,
+  kStateAge,
   kBreakers,
   kBuildInfo,
   kConfigReloads,
@@ -136,16 +148,19 @@ enum class FamilyId : int {
   kFleetEvents,
   kAdminAuthFailures,
   kStateSaveFailures,
+  kChainDecisions,
+  kChainOutcomes,
+  kAcquireFirstSkipped,
 };
-inline constexpr int kFamilyCount = 27;
+inline constexpr int kFamilyCount = 35;
 // The families before kBreakers are per breaker: fed by
 // EmitBreakerSamples, with "dependency" as their first label.
-inline constexpr int kPerBreakerFamilyCount = 14;
+inline constexpr int kPerBreakerFamilyCount = 19;
 inline constexpr bool PerBreakerFamily(FamilyId id) {
   return static_cast<int>(id) < kPerBreakerFamilyCount;
 }
 static_assert(!PerBreakerFamily(FamilyId::kBreakers) &&
-              PerBreakerFamily(FamilyId::kFleetUnconfirmedOpens));
+              PerBreakerFamily(FamilyId::kStateAge));
 // Most labels a family has (breakerd_transitions_total's four).
 inline constexpr size_t kMaxLabels = 4;
 

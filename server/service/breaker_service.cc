@@ -32,6 +32,9 @@ absl::StatusOr<ReportRequestFacts> ReportFacts(
     if (!retry_after.ok()) return retry_after.status();
     facts.retry_after = *retry_after;
   }
+  // Views into `request`, which outlives the Report it feeds.
+  facts.chain = request.chain();
+  facts.tier = request.tier();
   return facts;
 }
 
@@ -87,8 +90,9 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::AcquireFirst(
   UnaryCall call(context, tracker_, rpc_stats_, RpcMethod::kAcquireFirst);
   const std::vector<std::string> names(request->dependencies().begin(),
                                        request->dependencies().end());
-  absl::StatusOr<AcquireFirstResult> result =
-      registry_->AcquireFirst(names, request->attempt());
+  absl::StatusOr<AcquireFirstResult> result = registry_->AcquireFirst(
+      names, request->attempt(),
+      ChainPosition{request->chain(), request->first_tier()});
   if (result.ok()) FillAcquireFirstResponse(*result, names, response);
   return call.Finish(ToGrpcStatus(result.status()));
 }

@@ -460,7 +460,7 @@ const InvalidCase kInvalidCases[] = {
      "policies[1].probe.leese",
      "unknown key (known: lease, required_successes)"},
     {"UnknownLimitsKey", "limits:\n  max_breaker: 5\n", 2, "limits.max_breaker",
-     "unknown key (known: max_breakers, idle_ttl)"},
+     "unknown key (known: max_breakers, idle_ttl, max_chains)"},
     {"MatchInDefaults", "defaults:\n  match: \"*\"\n", 2, "defaults.match",
      "unknown key"},
     {"DuplicateKey", "defaults:\n  mode: shadow\n  mode: enforce\n", 3,

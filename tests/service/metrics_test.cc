@@ -208,7 +208,7 @@ std::string ServedText(const RegistryCollector& collector) {
 
 // The last line of every scrape in these tests.
 constexpr char kLastLine[] =
-    "breakerd_grpc_server_handling_seconds_count{method=\"Watch\"} 0\n";
+    "breakerd_acquire_first_skipped_total{reason=\"max_breakers\"} 0\n";
 
 class MetricsTest : public ::testing::Test {
  protected:
@@ -279,6 +279,56 @@ TEST_F(MetricsTest, EmptyRegistryExportsProcessFamiliesOnly) {
   for (const auto& [key, value] : s) {
     EXPECT_THAT(key, Not(HasSubstr("dependency="))) << key;
   }
+}
+
+// The seeds' monitoring list: an open episode's first probe and duration,
+// the age of a state that is not closed, the policy's thresholds, and the
+// named chains' tiers (process-wide, not per breaker).
+TEST_F(MetricsTest, EpisodesThresholdsAndChainsAreExported) {
+  for (int i = 0; i < 5; ++i) {
+    Call("llm/primary", OutcomeClass::kTimeout, absl::Milliseconds(3));
+  }
+  clock_.Advance(absl::Seconds(12));  // open for 30 s: 12 s old
+  std::map<std::string, double> s = Samples();
+  EXPECT_EQ(s.at("breakerd_state_age_seconds{dependency=\"llm/primary\"}"), 12);
+  EXPECT_EQ(s.at("breakerd_policy_threshold{dependency=\"llm/primary\","
+                 "rule=\"failure_rate\"}"),
+            0.5);
+  EXPECT_EQ(s.at("breakerd_window_calls{dependency=\"llm/primary\"}"), 5);
+  // The chain falls to its backup: tier 1; its call succeeds.
+  const std::vector<std::string> chain = {"llm/primary", "llm/backup"};
+  absl::StatusOr<AcquireFirstResult> r =
+      registry_.AcquireFirst(chain, 0, {"llm", 0});
+  ASSERT_TRUE(r.ok() && r->granted == 1);
+  ReportRequestFacts f = Facts(OutcomeClass::kSuccess, absl::Milliseconds(2));
+  f.chain = "llm";
+  f.tier = 1;
+  ASSERT_TRUE(registry_.Report("llm/backup", r->result.permit, f).ok());
+  clock_.Advance(absl::Seconds(18));
+  Call("llm/primary", OutcomeClass::kSuccess, absl::Milliseconds(3));  // probe
+  s = Samples();
+  EXPECT_EQ(s.count("breakerd_state_age_seconds{dependency=\"llm/primary\"}"),
+            0u);  // closed again
+  EXPECT_EQ(s.at("breakerd_open_episodes_total{dependency=\"llm/primary\","
+                 "first_probe=\"succeeded\"}"),
+            1);
+  EXPECT_EQ(s.count("breakerd_open_episodes_total{dependency=\"llm/primary\","
+                    "first_probe=\"failed\"}"),
+            0u);
+  EXPECT_EQ(s.at("breakerd_open_duration_seconds_bucket{dependency=\"llm/"
+                 "primary\",le=\"10\"}"),
+            0);
+  EXPECT_EQ(s.at("breakerd_open_duration_seconds_bucket{dependency=\"llm/"
+                 "primary\",le=\"30\"}"),
+            1);
+  EXPECT_EQ(s.at("breakerd_open_duration_seconds_sum{dependency=\"llm/"
+                 "primary\"}"),
+            30);
+  EXPECT_EQ(s.at("breakerd_chain_decisions_total{chain=\"llm\",tier=\"1\"}"),
+            1);
+  EXPECT_EQ(s.at("breakerd_chain_outcomes_total{chain=\"llm\",tier=\"1\","
+                 "class=\"success\"}"),
+            1);
 }
 
 TEST_F(MetricsTest, EveryFamilyHasHelpAndAType) {
@@ -745,6 +795,17 @@ std::string OneBreakerText(DependencyLabel label) {
       omit ? ""
            : absl::StrCat(header(FamilyId::kAdmitShare), "breakerd_admit_share",
                           labels(""), " 1\n"),
+      header(FamilyId::kOpenEpisodes), header(FamilyId::kOpenDuration),
+      omit
+          ? ""
+          : absl::StrCat(
+                header(FamilyId::kPolicyThreshold), "breakerd_policy_threshold",
+                labels("rule=\"failure_rate\""), " 0.5\n",
+                "breakerd_policy_threshold", labels("rule=\"min_calls\""),
+                " 20\n", "breakerd_policy_threshold",
+                labels("rule=\"consecutive_failures\""), " 5\n",
+                header(FamilyId::kWindowCalls), "breakerd_window_calls",
+                labels(""), " 1\n", header(FamilyId::kStateAge)),
       header(FamilyId::kBreakers), "breakerd_breakers 1\n",
       header(FamilyId::kBuildInfo),
       "breakerd_build_info{version=\"1.2.3\"} 1\n",
@@ -769,7 +830,10 @@ std::string OneBreakerText(DependencyLabel label) {
       watch_buckets,
       "breakerd_grpc_server_handling_seconds_sum{method=\"Watch\"} 0\n"
       "breakerd_grpc_server_handling_seconds_count{method=\"Watch\"} "
-      "0\n");
+      "0\n",
+      header(FamilyId::kChainDecisions), header(FamilyId::kChainOutcomes),
+      header(FamilyId::kAcquireFirstSkipped),
+      "breakerd_acquire_first_skipped_total{reason=\"max_breakers\"} 0\n");
 }
 
 // The exact text for one breaker with one call.
