@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -313,7 +314,9 @@ func (c *Client) Acquire(ctx context.Context, dependency string, attempt uint32)
 	req := &pb.AcquireRequest{Dependency: dependency, Attempt: attempt}
 	resp, err := decide(c, ctx,
 		func(rctx context.Context) (*pb.AcquireResponse, error) { return c.rpc.Acquire(rctx, req) },
-		func(late *pb.AcquireResponse) { c.returnPermit(dependency, late.Allowed, late.Permit) })
+		func(late *pb.AcquireResponse) {
+			c.returnPermit(Decision{Allowed: late.Allowed, Permit: late.Permit, Dependency: dependency})
+		})
 	if err != nil {
 		return c.unreachable(ctx, dependency, err)
 	}
@@ -331,12 +334,27 @@ func (c *Client) Acquire(ctx context.Context, dependency string, attempt uint32)
 // if none is left the refusal is local. On fail-open the first remaining
 // dependency is granted (without a permit). Errors as for Acquire, plus an
 // empty list; the send window and cancellation as for Acquire.
-func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attempt uint32) (Decision, error) {
+//
+// With WithChain (and WithFirstTier for a list that does not start the
+// chain), breakerd counts the decision for the chain, and every candidate
+// is sent to it, those the Watch cache holds open too (but while the
+// sidecar is away, or when the RPC fails, the decision is made as without
+// a name). A grant carries Decision.Chain and Decision.Tier: report it
+// with ReportDecision, which sends them with the outcome. An invalid chain
+// name is an INVALID_ARGUMENT error naming chain, before any RPC.
+func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attempt uint32, opts ...FirstOption) (Decision, error) {
+	return c.acquireFirst(ctx, dependencies, attempt, firstOptionsOf(opts))
+}
+
+func (c *Client) acquireFirst(ctx context.Context, dependencies []string, attempt uint32, o firstOptions) (Decision, error) {
 	if c.closed.Load() {
 		return Decision{}, ErrClosed
 	}
 	if len(dependencies) == 0 {
 		return Decision{}, status.Error(codes.InvalidArgument, "dependencies: must not be empty")
+	}
+	if err := o.validate(len(dependencies)); err != nil {
+		return Decision{}, err
 	}
 	now := time.Now()
 	remaining := make([]string, 0, len(dependencies))
@@ -357,30 +375,63 @@ func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attemp
 	if err := ctx.Err(); err != nil {
 		return Decision{}, err
 	}
-	if len(remaining) == 0 {
+	// A named chain asks breakerd about every candidate (a copy: the tier
+	// of a late permit is found after the caller has its answer), so that it
+	// counts every decision, the ultimate fallback ("none") too.
+	sent := remaining
+	if o.named {
+		sent = slices.Clone(dependencies)
+	}
+	// granted gives a decision granted through a named chain its tier.
+	granted := func(d Decision) Decision {
+		if o.named && d.Allowed {
+			d.Chain, d.Tier = o.chain, tierOf(sent, d.Dependency, o.firstTier)
+		}
+		return d
+	}
+	away := c.away.Load()
+	if len(remaining) == 0 && (!o.named || away) {
 		c.localRejections.Add(1)
 		return local, nil
 	}
-	if c.away.Load() {
-		return c.awayDecision(remaining[0]), nil
+	if away {
+		return granted(c.awayDecision(remaining[0])), nil
 	}
-	req := &pb.AcquireFirstRequest{Dependencies: remaining, Attempt: attempt}
+	req := &pb.AcquireFirstRequest{Dependencies: sent, Attempt: attempt}
+	if o.named {
+		req.Chain, req.FirstTier = o.chain, o.firstTier
+	}
 	resp, err := decide(c, ctx,
 		func(rctx context.Context) (*pb.AcquireFirstResponse, error) { return c.rpc.AcquireFirst(rctx, req) },
-		func(late *pb.AcquireFirstResponse) { c.returnPermit(late.Dependency, late.Allowed, late.Permit) })
+		func(late *pb.AcquireFirstResponse) {
+			c.returnPermit(granted(Decision{Allowed: late.Allowed, Permit: late.Permit, Dependency: late.Dependency}))
+		})
 	if err != nil {
-		d, err := c.unreachable(ctx, remaining[0], err)
+		notSent, err := c.noAnswer(ctx, err)
+		if err != nil {
+			return Decision{}, err
+		}
+		if len(remaining) == 0 { // a named chain, every candidate known open: as without a name
+			c.localRejections.Add(1)
+			return local, nil
+		}
+		var d Decision
+		if notSent {
+			d = c.awayDecision(remaining[0])
+		} else {
+			d = c.failDecision(remaining[0])
+		}
 		if !d.Allowed {
 			d.Dependency = "" // none granted
 		}
-		return d, err
+		return granted(d), nil
 	}
 	c.reachable()
-	return Decision{
+	return granted(Decision{
 		Allowed: resp.Allowed, Permit: resp.Permit, Probe: resp.Probe, State: resp.State,
 		Reason: resp.Reason, RetryAfter: resp.RetryAfter.AsDuration(), Dependency: resp.Dependency,
 		Source: SourceSidecar,
-	}, nil
+	}), nil
 }
 
 // Report tells breakerd how the call allowed with permit went. A permit of
@@ -392,23 +443,33 @@ func (c *Client) AcquireFirst(ctx context.Context, dependencies []string, attemp
 // decision timeout, from when it is sent), so it can be called after the
 // caller gave up.
 func (c *Client) Report(ctx context.Context, dependency string, permit uint64, outcome Outcome) {
-	c.report(ctx, dependency, permit, outcome, false)
+	c.ReportDecision(ctx, Decision{Allowed: true, Permit: permit, Dependency: dependency}, outcome)
+}
+
+// ReportDecision is Report for the permit of d (d.Dependency, d.Permit),
+// plus, for a decision granted through a named chain (AcquireFirst with
+// WithChain), d.Chain and d.Tier: breakerd counts the outcome in
+// breakerd_chain_outcomes_total{chain,tier,class}. A refused decision
+// sends nothing.
+func (c *Client) ReportDecision(ctx context.Context, d Decision, outcome Outcome) {
+	c.report(ctx, d, outcome, false)
 }
 
 // returnPermit reports a permit that arrived after its caller stopped
 // waiting: the call was never made. Sent even while away.
-func (c *Client) returnPermit(dependency string, allowed bool, permit uint64) {
-	if allowed && permit != 0 {
-		c.report(context.Background(), dependency, permit, Explicit(ClassCancelled), true)
-	}
+func (c *Client) returnPermit(d Decision) {
+	c.report(context.Background(), d, Explicit(ClassCancelled), true)
 }
 
-// report is Report; keep sends it even while away (a late permit going back).
-func (c *Client) report(ctx context.Context, dependency string, permit uint64, outcome Outcome, keep bool) {
-	if permit == 0 {
+// report is ReportDecision; keep sends it even while away (a late permit
+// going back).
+func (c *Client) report(ctx context.Context, d Decision, outcome Outcome, keep bool) {
+	if !d.Allowed || d.Permit == 0 {
 		return
 	}
-	c.sendReport(ctx, dependency, outcome.request(dependency, permit), keep)
+	req := outcome.request(d.Dependency, d.Permit)
+	req.Chain, req.Tier = d.Chain, d.Tier
+	c.sendReport(ctx, d.Dependency, req, keep)
 }
 
 // sendReport sends req through the window's report lane. While away (unless
@@ -457,25 +518,41 @@ func (c *Client) CachedState(dependency string) (State, bool) {
 
 // unreachable turns an RPC error into a fail-open/closed decision for
 // dependency, except INVALID_ARGUMENT (the caller's bug), the caller's own
-// ctx ending and the client closing, which are returned. UNAVAILABLE, or a
-// timeout with nothing answered by breakerd after the RPC was sent, also
-// marks the sidecar away; a timeout while breakerd answered other RPCs is
-// one late answer (answers.go). A call dropped from the send window because
-// the sidecar went away meanwhile is an away decision.
+// ctx ending and the client closing, which are returned (see noAnswer). A
+// call dropped from the send window because the sidecar went away
+// meanwhile is an away decision.
 func (c *Client) unreachable(ctx context.Context, dependency string, err error) (Decision, error) {
-	if status.Code(err) == codes.InvalidArgument {
+	notSent, err := c.noAnswer(ctx, err)
+	switch {
+	case err != nil:
 		return Decision{}, err
+	case notSent:
+		return c.awayDecision(dependency), nil
+	}
+	return c.failDecision(dependency), nil
+}
+
+// noAnswer takes in a decision RPC's error: INVALID_ARGUMENT (the caller's
+// bug), the caller's own ctx ending and the client closing are returned;
+// otherwise the caller decides from its fail mode. UNAVAILABLE, or a timeout
+// with nothing answered by breakerd after the RPC was sent, marks the
+// sidecar away; a timeout while breakerd answered other RPCs is one late
+// answer (answers.go). notSent: the call was dropped from the send window
+// because the sidecar went away meanwhile.
+func (c *Client) noAnswer(ctx context.Context, err error) (notSent bool, _ error) {
+	if status.Code(err) == codes.InvalidArgument {
+		return false, err
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return Decision{}, ctxErr
+		return false, ctxErr
 	}
 	if c.closed.Load() {
-		return Decision{}, ErrClosed
+		return false, ErrClosed
 	}
 	var late *lateError
 	switch {
 	case errors.Is(err, errNotSent):
-		return c.awayDecision(dependency), nil
+		return true, nil
 	case errors.As(err, &late) && c.answers.answeredSince(late.sentAt):
 		if !c.lateLog.isWrong() {
 			c.lateLog.wrong(slog.LevelWarn, "breakerd: late with a decision while answering others; that decision failed "+
@@ -487,7 +564,7 @@ func (c *Client) unreachable(ctx context.Context, dependency string, err error) 
 		c.sidecarLog.wrong(slog.LevelWarn, "breakerd: sidecar unreachable, failing "+c.failWord(),
 			"target", c.cfg.target, "error", err)
 	}
-	return c.failDecision(dependency), nil
+	return false, nil
 }
 
 // failDecision is the fail mode's answer for dependency, counted.
@@ -521,16 +598,20 @@ func (c *Client) failWord() string {
 // validateDependency applies the wire rule (1-200 bytes of
 // [A-Za-z0-9._:/@-]) so a bad name is an error even while breakerd is down;
 // the error is an INVALID_ARGUMENT status, as breakerd's would be.
-func validateDependency(dep string) error {
-	if len(dep) == 0 || len(dep) > 200 {
-		return status.Errorf(codes.InvalidArgument, "dependency: must be 1-200 bytes (got %d)", len(dep))
+func validateDependency(dep string) error { return validateName("dependency", dep) }
+
+// validateName applies the rule of dependency names to the value of field
+// (a dependency, a chain), naming the field in the error.
+func validateName(field, name string) error {
+	if len(name) == 0 || len(name) > 200 {
+		return status.Errorf(codes.InvalidArgument, "%s: must be 1-200 bytes (got %d)", field, len(name))
 	}
-	for i := 0; i < len(dep); i++ {
-		b := dep[i]
+	for i := 0; i < len(name); i++ {
+		b := name[i]
 		ok := b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' ||
 			b == '.' || b == '_' || b == ':' || b == '/' || b == '@' || b == '-'
 		if !ok {
-			return status.Errorf(codes.InvalidArgument, "dependency %q: byte %d (%q) is not in [A-Za-z0-9._:/@-]", dep, i, b)
+			return status.Errorf(codes.InvalidArgument, "%s %q: byte %d (%q) is not in [A-Za-z0-9._:/@-]", field, name, i, b)
 		}
 	}
 	return nil

@@ -147,7 +147,8 @@ func TestRetryDoesNotRetrySoftFailure(t *testing.T) {
 //
 // first([a, b]): after a's call fails with a bad request the chain stops
 // (b is not called, a's error comes back); after a server error it goes on
-// to b, whose result is returned.
+// to b, whose result is returned. Without a chain name breakerd counts no
+// chain.
 func TestFirstStopsAfterNonRetryableFailure(t *testing.T) {
 	s := startSidecar(t)
 	ctx := context.Background()
@@ -188,6 +189,12 @@ func TestFirstStopsAfterNonRetryableFailure(t *testing.T) {
 		}
 		if n, want := s.acquires(b), map[bool]float64{false: 0, true: 1}[tc.wantB]; n != want {
 			t.Errorf("%s: breakerd counted %v Acquires for b, want %v", tc.name, n, want)
+		}
+	}
+	// Without a chain name breakerd counts no chain.
+	for _, name := range []string{"breakerd_chain_decisions_total", "breakerd_chain_outcomes_total"} {
+		if n := s.metric(name, nil); n != 0 {
+			t.Errorf("%s = %v; want 0 (First without a chain name)", name, n)
 		}
 	}
 }

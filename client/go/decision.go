@@ -88,6 +88,11 @@ type Decision struct {
 	Dependency string
 	// Source says who decided.
 	Source Source
+	// Chain and Tier: for a grant of AcquireFirst with WithChain, the
+	// chain's name and the granted dependency's position in it (0-based);
+	// ReportDecision sends them with the outcome. Else "" and 0.
+	Chain string
+	Tier  uint32
 }
 
 // ErrBreakerOpen is matched (errors.Is) by every *OpenError: the call was

@@ -14,7 +14,9 @@
 // Do (and Guard, Retry, First) Acquire a permit, run the call only when
 // allowed, classify its error with FromError (or WithClassifier) and Report
 // the outcome with the measured latency. The two-step API is Acquire then
-// Report with the Decision's permit.
+// Report with the Decision's permit. First and AcquireFirst take
+// WithChain(name): breakerd then counts the fallback chain's decisions and
+// outcomes per tier.
 //
 // A Client keeps one Watch stream and refuses locally, with no RPC, while a
 // dependency's breaker is open (cooldown still running) or forced open, and

@@ -64,16 +64,16 @@ func (c *Client) runGranted(ctx context.Context, d Decision, fn func(context.Con
 		switch {
 		case classified:
 		case ran: // the classifier panicked (or called runtime.Goexit)
-			c.Report(ctx, d.Dependency, d.Permit, c.outcomeOf(ctx, err, FromError).WithLatency(latency))
+			c.ReportDecision(ctx, d, c.outcomeOf(ctx, err, FromError).WithLatency(latency))
 		default: // fn panicked or called runtime.Goexit
-			c.Report(ctx, d.Dependency, d.Permit, Explicit(ClassCancelled).WithLatency(time.Since(start)))
+			c.ReportDecision(ctx, d, Explicit(ClassCancelled).WithLatency(time.Since(start)))
 		}
 	}()
 	err = fn(ctx)
 	latency, ran = time.Since(start), true
 	o := c.outcomeOf(ctx, err, c.cfg.classifier).WithLatency(latency)
 	classified = true
-	c.Report(ctx, d.Dependency, d.Permit, o)
+	c.ReportDecision(ctx, d, o)
 	return o, err
 }
 
@@ -158,11 +158,25 @@ func (c *Client) Retry(ctx context.Context, dependency string, opts RetryOptions
 // after a failure, that failure. On fail-open the first remaining
 // dependency runs. It stops early if ctx ends. After Close it returns
 // ErrClosed without calling fn.
-func (c *Client) First(ctx context.Context, dependencies []string, fn func(ctx context.Context, dependency string) error) error {
-	remaining := dependencies
+//
+// With WithChain(name), breakerd counts the chain: each AcquireFirst sends
+// every remaining dependency (those the Watch cache holds open too, so that
+// breakerd counts the decision even when none is granted: tier "none"),
+// with the chain's name and the tier of the first (after a failed call,
+// the tier after the one that failed), and each call's Report carries the
+// chain and its tier (see WithChain; WithFirstTier shifts every tier). An
+// invalid name is an INVALID_ARGUMENT error naming chain, returned before
+// any RPC. Without a name the Watch cache leaves out what it holds open,
+// and breakerd counts no chain.
+func (c *Client) First(ctx context.Context, dependencies []string, fn func(ctx context.Context, dependency string) error, opts ...FirstOption) error {
+	o := firstOptionsOf(opts)
+	if err := o.validate(len(dependencies)); err != nil {
+		return err
+	}
+	remaining, step := dependencies, o
 	var callErr error
 	for len(remaining) > 0 {
-		d, err := c.AcquireFirst(ctx, remaining, 0)
+		d, err := c.acquireFirst(ctx, remaining, 0, step)
 		if err != nil {
 			return err
 		}
@@ -172,24 +186,16 @@ func (c *Client) First(ctx context.Context, dependencies []string, fn func(ctx c
 			}
 			return openError(d)
 		}
-		o, err := c.runGranted(ctx, d, func(ctx context.Context) error { return fn(ctx, d.Dependency) })
+		outcome, err := c.runGranted(ctx, d, func(ctx context.Context) error { return fn(ctx, d.Dependency) })
 		if err == nil {
 			return nil
 		}
 		callErr = err
-		if ctx.Err() != nil || !o.retryable() {
+		if ctx.Err() != nil || !outcome.retryable() {
 			return err
 		}
-		remaining = remaining[indexOf(remaining, d.Dependency)+1:]
+		next := indexOf(remaining, d.Dependency) + 1
+		remaining, step.firstTier = remaining[next:], step.firstTier+uint32(next)
 	}
 	return callErr
-}
-
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return 0
 }

@@ -50,13 +50,15 @@ int main(int argc, char** argv) {
     std::printf("call %d: %s\n", i + 1, s.ok() ? "ok" : s.ToString().c_str());
   }
 
-  // A fallback chain: the first dependency breakerd allows.
+  // A fallback chain: the first dependency breakerd allows. Named, so
+  // breakerd counts which tier served (breakerd_chain_decisions_total).
   std::string used;
   absl::Status chain = (*client)->First({"example/upstream", "example/backup"},
                                         [&](absl::string_view dep) {
                                           used = std::string(dep);
                                           return absl::OkStatus();
-                                        });
+                                        },
+                                        {"example"});
   std::printf("fallback chain: %s via %s\n",
               chain.ok() ? "ok" : chain.ToString().c_str(), used.c_str());
   std::printf("summary: ok=%d failed=%d refused=%d upstream_calls=%d\n", ok,

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "breakerd/internal/convert.h"
+#include "breakerd/internal/names.h"
 #include "breakerd/internal/statuses.h"
 #include "client_impl.h"
 #include "grpcpp/create_channel.h"
@@ -26,6 +27,7 @@ using internal::Describe;
 using internal::FromGrpc;
 using internal::kLateAnswer;
 using internal::SendWindow;
+using internal::SetChain;
 using internal::WindowPlace;
 
 constexpr char kDefaultTarget[] = "127.0.0.1:50051";
@@ -35,14 +37,16 @@ absl::Duration MonoNow() {
   return absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
 }
 
-// The dependency a permit is for.
-std::string GrantedDependency(const v1::AcquireRequest& request,
-                              const v1::AcquireResponse&) {
-  return request.dependency();
+// The decision breakerd's answer to `request` is (for a late permit).
+Decision Granted(const v1::AcquireRequest& request,
+                 const v1::AcquireResponse& response) {
+  return DecisionFrom(response, request.dependency());
 }
-std::string GrantedDependency(const v1::AcquireFirstRequest&,
-                              const v1::AcquireFirstResponse& response) {
-  return response.dependency();
+Decision Granted(const v1::AcquireFirstRequest& request,
+                 const v1::AcquireFirstResponse& response) {
+  Decision d = DecisionFrom(response);
+  SetChain(request, &d);
+  return d;
 }
 
 // The Acquire errors that say breakerd is hung, throttled or gone (rather
@@ -116,12 +120,15 @@ void Client::Impl::Close() {
 
 std::optional<Decision> Client::Impl::LocalRefusal(
     absl::string_view dependency) {
-  if (watch_ == nullptr) return std::nullopt;
-  std::optional<Decision> d = watch_->Refusal(dependency);
-  if (d.has_value()) {
-    local_rejections_.fetch_add(1, std::memory_order_relaxed);
-  }
+  std::optional<Decision> d = CachedRefusal(dependency);
+  if (d.has_value()) CountLocalRejections(1);
   return d;
+}
+
+std::optional<Decision> Client::Impl::CachedRefusal(
+    absl::string_view dependency) const {
+  if (watch_ == nullptr) return std::nullopt;
+  return watch_->Refusal(dependency);
 }
 
 std::optional<Decision> Client::Impl::AwayDecision(
@@ -138,6 +145,12 @@ Decision Client::Impl::NoRpcDecision(absl::string_view dependency) {
 Decision Client::Impl::TroubleDecision(std::string dependency,
                                        const grpc::Status& status,
                                        absl::Duration sent_at) {
+  NoteTrouble(status, sent_at);
+  return FailDecision(std::move(dependency));
+}
+
+void Client::Impl::NoteTrouble(const grpc::Status& status,
+                               absl::Duration sent_at) {
   const bool late =
       status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
       AnsweredSince(sent_at);
@@ -153,7 +166,6 @@ Decision Client::Impl::TroubleDecision(std::string dependency,
              : "",
         "; ", FailModeName(options_.fail_mode)));
   }
-  return FailDecision(std::move(dependency));
 }
 
 void Client::Impl::SidecarAnswered() {
@@ -273,8 +285,7 @@ void Client::Impl::OnDecisionAnswer(Call& call, grpc::Status status) {
   }
   if (late && status.ok() && call.response.allowed() &&
       call.response.permit() != 0) {
-    ReturnLatePermit(GrantedDependency(call.request, call.response),
-                     call.response.permit());
+    ReturnLatePermit(Granted(call.request, call.response));
   }
 }
 
@@ -342,8 +353,9 @@ absl::StatusOr<ReportResult> Permit::Report(
     return ReportResult();
   }
   reported_ = true;
-  return client_->Report(decision_.dependency, decision_.permit, outcome,
-                         latency.value_or(MonoNow() - acquired_at_));
+  return client_->impl_->SendReport(decision_, outcome,
+                                    latency.value_or(MonoNow() - acquired_at_),
+                                    /*late=*/false);
 }
 
 // --- Client ---------------------------------------------------------------
@@ -414,37 +426,74 @@ absl::StatusOr<Permit> Client::Acquire(absl::string_view dependency,
 }
 
 absl::StatusOr<Permit> Client::AcquireFirst(
-    const std::vector<std::string>& dependencies, uint32_t attempt) {
+    const std::vector<std::string>& dependencies, uint32_t attempt,
+    const FirstOptions& options) {
   if (impl_->closed()) return ClosedError();
   if (dependencies.empty()) {
     return absl::InvalidArgumentError(
         "dependencies: name at least one dependency");
   }
+  if (absl::Status s = internal::ValidateChain(options, dependencies.size());
+      !s.ok()) {
+    return s;
+  }
+  const bool named = options.chain.has_value();
   auto call = std::make_shared<AcquireFirstCall>();
   v1::AcquireFirstRequest& request = call->request;
   request.set_attempt(attempt);
+  // The dependencies the Watch cache does not hold open, and its first
+  // refusal. Without a name only those are sent; a named chain sends every
+  // one, so that breakerd counts each decision, the ultimate fallback too.
+  std::vector<std::string> usable;
   std::optional<Decision> first_refusal;
+  uint64_t known_open = 0;
   for (const std::string& dependency : dependencies) {
-    std::optional<Decision> local = impl_->LocalRefusal(dependency);
+    std::optional<Decision> local = impl_->CachedRefusal(dependency);
     if (local.has_value()) {
+      ++known_open;
       if (!first_refusal.has_value()) first_refusal = std::move(local);
     } else {
-      request.add_dependencies(dependency);
+      usable.push_back(dependency);
     }
+    if (named || !local.has_value()) request.add_dependencies(dependency);
   }
-  if (request.dependencies().empty() && first_refusal.has_value()) {
+  if (named) {
+    request.set_chain(*options.chain);
+    request.set_first_tier(options.first_tier);
+  }
+  // The decision the client makes itself (without a name, or while
+  // breakerd is away or does not answer): the dependencies the cache holds
+  // open are refused locally (counted once), and with none left that is
+  // the decision; else nullopt, and the first one left is the fail-open
+  // one.
+  bool counted = false;
+  const auto local_refusal = [&]() -> std::optional<Decision> {
+    if (!counted) impl_->CountLocalRejections(known_open);
+    counted = true;
+    if (!usable.empty()) return std::nullopt;
     first_refusal->dependency.clear();
-    return Permit(this, std::move(*first_refusal));
-  }
-  if (std::optional<Decision> d =
-          impl_->AwayDecision(request.dependencies(0))) {
-    return Permit(this, std::move(*d));
+    return std::move(*first_refusal);
+  };
+  const auto permit = [&](Decision d) {
+    SetChain(request, &d);
+    return Permit(this, std::move(d));
+  };
+  if (!named || impl_->away()) {
+    if (std::optional<Decision> d = local_refusal()) {
+      return Permit(this, std::move(*d));
+    }
+    if (std::optional<Decision> d = impl_->AwayDecision(usable[0])) {
+      return permit(std::move(*d));
+    }
   }
   switch (impl_->window()->Enter(SendWindow::Lane::kDecision)) {
     case SendWindow::Entry::kClosed:
       return ClosedError();
     case SendWindow::Entry::kFlushed:
-      return Permit(this, impl_->NoRpcDecision(request.dependencies(0)));
+      if (std::optional<Decision> d = local_refusal()) {
+        return Permit(this, std::move(*d));
+      }
+      return permit(impl_->NoRpcDecision(usable[0]));
     case SendWindow::Entry::kEntered:
       break;
   }
@@ -455,22 +504,28 @@ absl::StatusOr<Permit> Client::AcquireFirst(
   const grpc::Status status = impl_->Decide(call, &sent_at);
   if (status.ok()) {
     impl_->SidecarAnswered();
-    return Permit(this, DecisionFrom(call->response));
+    return permit(DecisionFrom(call->response));
   }
   if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
     impl_->SidecarAnswered();
     return FromGrpc(status);
   }
-  return Permit(
-      this, impl_->TroubleDecision(request.dependencies(0), status, sent_at));
+  impl_->NoteTrouble(status, sent_at);
+  if (std::optional<Decision> d = local_refusal()) {
+    return Permit(this, std::move(*d));
+  }
+  return permit(impl_->FailDecision(usable[0]));
 }
 
 absl::StatusOr<ReportResult> Client::Report(absl::string_view dependency,
                                             uint64_t permit,
                                             const Outcome& outcome,
                                             absl::Duration latency) {
-  return impl_->SendReport(dependency, permit, outcome, latency,
-                           /*late=*/false);
+  Decision granted;
+  granted.allowed = true;
+  granted.permit = permit;
+  granted.dependency = std::string(dependency);
+  return impl_->SendReport(granted, outcome, latency, /*late=*/false);
 }
 
 std::optional<State> Client::CachedState(absl::string_view dependency) const {

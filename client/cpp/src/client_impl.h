@@ -86,6 +86,16 @@ class Client::Impl {
   // (and enforced), counted.
   std::optional<Decision> LocalRefusal(absl::string_view dependency);
 
+  // LocalRefusal, not counted: a named chain's AcquireFirst asks breakerd
+  // all the same, and counts the refusals only if it decides locally.
+  std::optional<Decision> CachedRefusal(absl::string_view dependency) const;
+  void CountLocalRejections(uint64_t n) {
+    local_rejections_.fetch_add(n, std::memory_order_relaxed);
+  }
+
+  // Whether breakerd is marked away (decisions are made with no RPC).
+  bool away() const { return presence_.away(); }
+
   // The decision made at once, with no RPC, while breakerd is away;
   // nullopt while it is present.
   std::optional<Decision> AwayDecision(absl::string_view dependency);
@@ -104,6 +114,12 @@ class Client::Impl {
   // change.
   Decision TroubleDecision(std::string dependency, const grpc::Status& status,
                            absl::Duration sent_at);
+  // TroubleDecision's effects but the decision (for a caller that decides
+  // locally instead).
+  void NoteTrouble(const grpc::Status& status, absl::Duration sent_at);
+
+  // Fail open or closed, counted.
+  Decision FailDecision(std::string dependency);
 
   // Acquire or AcquireFirst answered in time (a decision or
   // INVALID_ARGUMENT; the answer is noted by Decide's callback).
@@ -123,14 +139,14 @@ class Client::Impl {
 
   // --- Reports (reports.cc) -----------------------------------------------
 
-  // Sends a Report (see Client::Report). A `late` one returns a permit that
-  // came after its caller stopped waiting: it is sent even while breakerd
-  // is away or the client closing (lane kLatePermit), with a deadline
-  // kLateAnswer longer than decision_timeout (no caller waits for it).
-  // Another, made while breakerd is away, is held (Hold) and sent once it
-  // is back.
-  absl::StatusOr<ReportResult> SendReport(absl::string_view dependency,
-                                          uint64_t permit,
+  // Sends a Report (see Client::Report) of `granted`'s permit, for its
+  // dependency, with its chain and tier if it has a chain. A `late` one
+  // returns a permit that came after its caller stopped waiting: it is sent
+  // even while breakerd is away or the client closing (lane kLatePermit),
+  // with a deadline kLateAnswer longer than decision_timeout (no caller
+  // waits for it). Another, made while breakerd is away, is held (Hold) and
+  // sent once it is back.
+  absl::StatusOr<ReportResult> SendReport(const Decision& granted,
                                           const Outcome& outcome,
                                           absl::Duration latency, bool late);
 
@@ -165,13 +181,6 @@ class Client::Impl {
     }
     absl::Mutex mu;
     int count ABSL_GUARDED_BY(mu) = 0;
-  };
-
-  // A permit that came after its caller stopped waiting: to be reported
-  // OUTCOME_CANCELLED.
-  struct LatePermit {
-    std::string dependency;
-    uint64_t permit = 0;
   };
 
   // Who sends a Report.
@@ -210,9 +219,6 @@ class Client::Impl {
   // Whether an RPC was answered after `sent_at` (a clock_.Now()).
   bool AnsweredSince(absl::Duration sent_at) const;
 
-  // Fail open or closed, counted.
-  Decision FailDecision(std::string dependency);
-
   // --- Reports (reports.cc) -----------------------------------------------
 
   // Counts a Report that was not sent because the client is closed.
@@ -237,9 +243,10 @@ class Client::Impl {
   // Starts the report thread, once.
   void StartReportThread() ABSL_EXCLUSIVE_LOCKS_REQUIRED(late_mu_);
 
-  // Queues a late permit for the report thread (started with the first),
-  // which reports it OUTCOME_CANCELLED.
-  void ReturnLatePermit(std::string dependency, uint64_t permit);
+  // Queues the permit of a grant that came after its caller stopped
+  // waiting for the report thread (started with the first), which reports
+  // it OUTCOME_CANCELLED.
+  void ReturnLatePermit(Decision granted);
 
   // The report thread: reports the late permits, one at a time, and the
   // Reports held while away once breakerd is back (through the window's
@@ -274,7 +281,8 @@ class Client::Impl {
 
   absl::Mutex late_mu_;
   absl::CondVar late_cv_;
-  std::deque<LatePermit> late_permits_ ABSL_GUARDED_BY(late_mu_);
+  // Late grants, to be reported OUTCOME_CANCELLED.
+  std::deque<Decision> late_permits_ ABSL_GUARDED_BY(late_mu_);
   // Reports made while breakerd was away, oldest first; due: breakerd is
   // back since (the report thread sends them).
   std::deque<v1::ReportRequest> held_ ABSL_GUARDED_BY(late_mu_);

@@ -1,5 +1,6 @@
 #include "breakerd/internal/convert.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "breakerd/internal/proto_duration.h"
@@ -31,6 +32,15 @@ Decision DecisionFrom(const v1::AcquireResponse& response,
 
 Decision DecisionFrom(const v1::AcquireFirstResponse& response) {
   return DecisionFromFields(response, response.dependency());
+}
+
+void SetChain(const v1::AcquireFirstRequest& request, Decision* d) {
+  if (request.chain().empty() || !d->allowed) return;
+  const auto& sent = request.dependencies();
+  const auto it = std::find(sent.begin(), sent.end(), d->dependency);
+  d->chain = request.chain();
+  d->tier = request.first_tier() +
+            static_cast<uint32_t>(it == sent.end() ? 0 : it - sent.begin());
 }
 
 void SetOutcome(const Outcome& outcome, v1::ReportRequest* request) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "breakerd/client.h"
+#include "breakerd/internal/names.h"
 #include "breakerd/internal/statuses.h"
 #include "client_impl.h"
 
@@ -78,11 +79,18 @@ absl::Status Client::Retry(absl::string_view dependency,
 
 absl::Status Client::First(
     const std::vector<std::string>& dependencies,
-    absl::FunctionRef<absl::Status(absl::string_view)> fn) {
+    absl::FunctionRef<absl::Status(absl::string_view)> fn,
+    const FirstOptions& options) {
+  if (absl::Status s = internal::ValidateChain(options, dependencies.size());
+      !s.ok()) {
+    return s;
+  }
   std::vector<std::string> remaining = dependencies;
+  // The chain's name, and the tier of remaining[0].
+  FirstOptions step = options;
   absl::Status last_failure;
   while (!remaining.empty()) {
-    absl::StatusOr<Permit> permit = AcquireFirst(remaining);
+    absl::StatusOr<Permit> permit = AcquireFirst(remaining, 0, step);
     if (!permit.ok()) return permit.status();
     if (!permit->allowed()) {
       return RefusedStatus(
@@ -99,9 +107,10 @@ absl::Status Client::First(
     // request would be as bad for the next dependency.
     if (result.ok() || !outcome.Retryable()) return result;
     last_failure = std::move(result);
-    auto it = std::find(remaining.begin(), remaining.end(), granted);
-    remaining.erase(remaining.begin(),
-                    it == remaining.end() ? remaining.end() : it + 1);
+    const auto it = std::find(remaining.begin(), remaining.end(), granted);
+    const auto next = it == remaining.end() ? remaining.end() : it + 1;
+    step.first_tier += static_cast<uint32_t>(next - remaining.begin());
+    remaining.erase(remaining.begin(), next);
   }
   return last_failure;
 }

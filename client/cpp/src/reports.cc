@@ -23,16 +23,21 @@ constexpr size_t kMaxHeldReports = 1024;
 
 }  // namespace
 
-absl::StatusOr<ReportResult> Client::Impl::SendReport(
-    absl::string_view dependency, uint64_t permit, const Outcome& outcome,
-    absl::Duration latency, bool late) {
+absl::StatusOr<ReportResult> Client::Impl::SendReport(const Decision& granted,
+                                                      const Outcome& outcome,
+                                                      absl::Duration latency,
+                                                      bool late) {
   if (!late && closed()) {
     CountClosedReport();
     return ClosedError();
   }
   v1::ReportRequest request;
-  request.set_dependency(std::string(dependency));
-  request.set_permit(permit);
+  request.set_dependency(granted.dependency);
+  request.set_permit(granted.permit);
+  if (!granted.chain.empty()) {
+    request.set_chain(granted.chain);
+    request.set_tier(granted.tier);
+  }
   internal::SetOutcome(outcome, &request);
   internal::ToProto(std::max(latency, absl::ZeroDuration()),
                     request.mutable_latency());
@@ -135,7 +140,7 @@ void Client::Impl::StartReportThread() {
   }
 }
 
-void Client::Impl::ReturnLatePermit(std::string dependency, uint64_t permit) {
+void Client::Impl::ReturnLatePermit(Decision granted) {
   absl::MutexLock lock(&late_mu_);
   if (late_stopping_) {
     // Close is past waiting for the RPCs (an Acquire started after it):
@@ -143,14 +148,14 @@ void Client::Impl::ReturnLatePermit(std::string dependency, uint64_t permit) {
     report_errors_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  late_permits_.push_back({std::move(dependency), permit});
+  late_permits_.push_back(std::move(granted));
   late_cv_.Signal();
   StartReportThread();
 }
 
 void Client::Impl::ReportLoop() {
   while (true) {
-    std::optional<LatePermit> late;
+    std::optional<Decision> late;
     std::deque<v1::ReportRequest> held;
     {
       absl::MutexLock lock(&late_mu_);
@@ -171,9 +176,8 @@ void Client::Impl::ReportLoop() {
     }
     if (late.has_value()) {
       // The call was never made: no latency.
-      SendReport(late->dependency, late->permit,
-                 Outcome::Of(OutcomeKind::kCancelled), absl::ZeroDuration(),
-                 /*late=*/true)
+      SendReport(*late, Outcome::Of(OutcomeKind::kCancelled),
+                 absl::ZeroDuration(), /*late=*/true)
           .IgnoreError();
     }
     for (v1::ReportRequest& request : held) {

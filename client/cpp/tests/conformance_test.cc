@@ -604,6 +604,14 @@ TEST_F(ConformanceTest, FirstStopsAfterAFailureNotWorthRetrying) {
   EXPECT_THAT(called, ::testing::ElementsAre("first/a", "first/b"));
   EXPECT_EQ(Reports("first/a", "server_error", "counted_failure"), 1);
   EXPECT_EQ(Reports("first/b", "success", "counted_success"), 1);
+  // Without a chain name breakerd counts no chain.
+  for (const PromSample& sample : ParsePrometheus(proc_.Metrics())) {
+    if ((sample.name == "breakerd_chain_decisions_total" ||
+         sample.name == "breakerd_chain_outcomes_total") &&
+        sample.value != 0) {
+      ADD_FAILURE() << sample.name << " " << sample.value;
+    }
+  }
 }
 
 // conformance: ramp

@@ -463,7 +463,13 @@ type ReportRequest struct {
 	// How long the guarded call took; feeds the slow-call rule and histogram.
 	Latency *durationpb.Duration `protobuf:"bytes,6,opt,name=latency,proto3" json:"latency,omitempty"`
 	// The upstream's Retry-After, if any: an opening cooldown is at least this.
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// For a call granted through a fallback chain: the chain's name (named
+	// like a dependency; empty: not part of a chain) and the granted
+	// dependency's position in the caller's full chain (0-based). Counted in
+	// breakerd_chain_outcomes_total{chain,tier,class}.
+	Chain         string `protobuf:"bytes,8,opt,name=chain,proto3" json:"chain,omitempty"`
+	Tier          uint32 `protobuf:"varint,9,opt,name=tier,proto3" json:"tier,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -547,6 +553,20 @@ func (x *ReportRequest) GetRetryAfter() *durationpb.Duration {
 	return nil
 }
 
+func (x *ReportRequest) GetChain() string {
+	if x != nil {
+		return x.Chain
+	}
+	return ""
+}
+
+func (x *ReportRequest) GetTier() uint32 {
+	if x != nil {
+		return x.Tier
+	}
+	return 0
+}
+
 type ReportResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The breaker's state after the report.
@@ -603,8 +623,16 @@ func (x *ReportResponse) GetEffect() Effect {
 type AcquireFirstRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Candidates in order of preference; the first allowed one is granted.
-	Dependencies  []string `protobuf:"bytes,1,rep,name=dependencies,proto3" json:"dependencies,omitempty"`
-	Attempt       uint32   `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Dependencies []string `protobuf:"bytes,1,rep,name=dependencies,proto3" json:"dependencies,omitempty"`
+	Attempt      uint32   `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The fallback chain's name (named like a dependency; empty: not counted
+	// as a chain) and the position of dependencies[0] in the caller's full
+	// chain (0-based; nonzero for a client that moved on after a failed call
+	// or skipped candidates). The decision is counted in
+	// breakerd_chain_decisions_total{chain,tier}: the granted candidate's
+	// tier, or "none" when every candidate was refused.
+	Chain         string `protobuf:"bytes,3,opt,name=chain,proto3" json:"chain,omitempty"`
+	FirstTier     uint32 `protobuf:"varint,4,opt,name=first_tier,json=firstTier,proto3" json:"first_tier,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -649,6 +677,20 @@ func (x *AcquireFirstRequest) GetDependencies() []string {
 func (x *AcquireFirstRequest) GetAttempt() uint32 {
 	if x != nil {
 		return x.Attempt
+	}
+	return 0
+}
+
+func (x *AcquireFirstRequest) GetChain() string {
+	if x != nil {
+		return x.Chain
+	}
+	return ""
+}
+
+func (x *AcquireFirstRequest) GetFirstTier() uint32 {
+	if x != nil {
+		return x.FirstTier
 	}
 	return 0
 }
@@ -1402,7 +1444,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x121\n" +
 	"\x06reason\x18\x05 \x01(\x0e2\x19.breakerd.v1.RejectReasonR\x06reason\x12:\n" +
 	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"\xb9\x02\n" +
+	"retryAfter\"\xe3\x02\n" +
 	"\rReportRequest\x12\x1e\n" +
 	"\n" +
 	"dependency\x18\x01 \x01(\tR\n" +
@@ -1414,15 +1456,20 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\tgrpc_code\x18\x05 \x01(\x05H\x00R\bgrpcCode\x88\x01\x01\x123\n" +
 	"\alatency\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12:\n" +
 	"\vretry_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfterB\f\n" +
+	"retryAfter\x12\x14\n" +
+	"\x05chain\x18\b \x01(\tR\x05chain\x12\x12\n" +
+	"\x04tier\x18\t \x01(\rR\x04tierB\f\n" +
 	"\n" +
 	"_grpc_code\"g\n" +
 	"\x0eReportResponse\x12(\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x12+\n" +
-	"\x06effect\x18\x02 \x01(\x0e2\x13.breakerd.v1.EffectR\x06effect\"S\n" +
+	"\x06effect\x18\x02 \x01(\x0e2\x13.breakerd.v1.EffectR\x06effect\"\x88\x01\n" +
 	"\x13AcquireFirstRequest\x12\"\n" +
 	"\fdependencies\x18\x01 \x03(\tR\fdependencies\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\rR\aattempt\"\x97\x02\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x14\n" +
+	"\x05chain\x18\x03 \x01(\tR\x05chain\x12\x1d\n" +
+	"\n" +
+	"first_tier\x18\x04 \x01(\rR\tfirstTier\"\x97\x02\n" +
 	"\x14AcquireFirstResponse\x12\x1e\n" +
 	"\n" +
 	"dependency\x18\x01 \x01(\tR\n" +

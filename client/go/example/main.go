@@ -76,11 +76,12 @@ func main() {
 		}
 	}
 
-	// A fallback chain: the first dependency breakerd allows runs.
+	// A fallback chain: the first dependency breakerd allows runs. Named, so
+	// breakerd counts which tier served (breakerd_chain_decisions_total).
 	err = c.First(ctx, []string{*dep, *dep + "-backup"}, func(ctx context.Context, d string) error {
 		fmt.Printf("fallback chain: calling %s\n", d)
 		return nil
-	})
+	}, breakerd.WithChain("example"))
 	if err != nil {
 		fmt.Printf("fallback chain: %v\n", err)
 	}

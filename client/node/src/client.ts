@@ -13,6 +13,7 @@ import type { ReportRequest } from './generated/breakerd/v1/ReportRequest';
 import type { ReportResponse__Output } from './generated/breakerd/v1/ReportResponse';
 import type { HealthClient } from './generated/grpc/health/v1/Health';
 import { Outcome, type OutcomeReport } from './outcome';
+import { checkName, isName, MAX_CHAIN_TIER } from './names';
 import { breakerdV1, durationToMs, healthV1, msToDuration } from './proto';
 import { SendWindow } from './send-window';
 import { AnswerClock, NOT_SENT_AWAY, sendUnary, writtenAtOf, type SendOptions, type UnaryInvoke } from './unary';
@@ -114,6 +115,29 @@ export interface AcquireOptions {
   signal?: AbortSignal;
 }
 
+/** Options of acquireFirst(). */
+export interface AcquireFirstOptions extends AcquireOptions {
+  /**
+   * The fallback chain's name (named like a dependency). With it, every
+   * dependency goes to breakerd, also those the Watch cache knows to be open,
+   * with the name and `firstTier`, and breakerd counts the decision in
+   * breakerd_chain_decisions_total{chain,tier} (tier "none" when it refuses
+   * all); a granted decision carries `chain` and `tier`, and report() with it
+   * carries them too (breakerd_chain_outcomes_total). While breakerd is away
+   * or does not answer, decided as without it. Checked before any RPC: a bad
+   * name throws a RangeError naming `chain`.
+   */
+  chain?: string;
+  /** With `chain`: where dependencies[0] sits in the caller's full chain, 0-based. Default 0. */
+  firstTier?: number;
+}
+
+/** Where a permit sits in a named fallback chain; a Decision has both when it does. */
+export interface ChainPosition {
+  readonly chain?: string;
+  readonly tier?: number;
+}
+
 export interface GuardOptions<T> {
   classify?: Classifier<T>;
   /** The attempt number sent with Acquire (0 = first try). Default 0. */
@@ -144,6 +168,19 @@ export interface FirstOptions<T> {
   classify?: Classifier<T>;
   /** As for guard(); an abort stops the chain. */
   signal?: AbortSignal;
+  /**
+   * The chain's name (named like a dependency), for breakerd to count it:
+   * each AcquireFirst (the first, and the one after a failed call worth
+   * moving on from) asks breakerd with every dependency left, also those the
+   * Watch cache knows to be open, the name and the first one's position in
+   * `dependencies`, so that breakerd counts every decision
+   * (breakerd_chain_decisions_total{chain,tier}, tier "none" when none is
+   * granted) and each call's outcome with its tier
+   * (breakerd_chain_outcomes_total{chain,tier,class}). While breakerd is
+   * away or does not answer, the chain goes on as without a name. Checked
+   * before any RPC: a bad name rejects with a RangeError naming `chain`.
+   */
+  chain?: string;
 }
 
 const DEFAULT_TARGET = '127.0.0.1:50051';
@@ -171,6 +208,7 @@ interface HeldReport {
   permit: string;
   outcome: OutcomeReport;
   latencyMs: number | undefined;
+  position: ChainPosition | undefined;
 }
 
 /** The channel's reconnect backoff (client/README.md, "Sidecar away": capped at 1 s). */
@@ -338,43 +376,68 @@ export class BreakerdClient {
    * Dependencies refused locally are dropped before the RPC; if none is
    * left the answer is a LOCAL refusal with the shortest wait. On FAIL_OPEN
    * the first remaining dependency is granted. When every candidate is
-   * refused, `dependency` names the last one. `options.signal` and
+   * refused, `dependency` names the last one. With `options.chain` every
+   * dependency goes to breakerd, which counts the decision (see
+   * AcquireFirstOptions.chain); the Watch cache is used only while breakerd
+   * is away or when it does not answer, as without it. `options.signal` and
    * ClientClosedError as for acquire().
    */
-  async acquireFirst(dependencies: readonly string[], attempt = 0, options: AcquireOptions = {}): Promise<Decision> {
+  async acquireFirst(dependencies: readonly string[], attempt = 0, options: AcquireFirstOptions = {}): Promise<Decision> {
     this.throwIfClosed('acquireFirst');
+    const { signal, chain, firstTier = 0 } = options;
+    if (chain !== undefined) checkName(chain, 'chain');
+    if (!(Number.isInteger(firstTier) && firstTier >= 0)) {
+      throw new RangeError(`firstTier must be an integer >= 0, got ${firstTier}`);
+    }
     if (dependencies.length === 0) throw new RangeError('acquireFirst needs at least one dependency');
-    const { signal } = options;
     signal?.throwIfAborted();
     const candidates: string[] = [];
     let refused: Decision | undefined;
+    let refusedCount = 0;
     for (const dependency of dependencies) {
       const local = this.watcher?.refusal(dependency);
       if (!local) {
         candidates.push(dependency);
         continue;
       }
-      this.counters.localRejections++;
+      refusedCount++;
       const retryAfterMs = Math.min(local.retryAfterMs, refused?.retryAfterMs ?? Infinity);
       refused = { allowed: false, permit: '0', probe: false, ...local, retryAfterMs, dependency, source: DecisionSource.LOCAL };
     }
-    if (candidates.length === 0) return refused!;
-    if (this.away) return this.awayDecision(candidates[0]!);
-    const last = candidates[candidates.length - 1]!;
+    // Decided as the Watch cache has it: LOCAL when it refuses every
+    // candidate, else the fail mode's for the first it does not (notSent:
+    // no RPC was made, counted in awayDecisions).
+    const withoutSidecar = (notSent: boolean): Decision => {
+      if (chain !== undefined) this.counters.localRejections += refusedCount;
+      if (candidates.length === 0) return refused!;
+      return notSent ? this.awayDecision(candidates[0]!) : this.failDecision(candidates[0]!);
+    };
+    if (chain === undefined) this.counters.localRejections += refusedCount;
+    if (this.away || (chain === undefined && candidates.length === 0)) return withoutSidecar(true);
+    const sent = chain === undefined ? candidates : [...dependencies];
+    const tierOf = (granted: string): ChainPosition => {
+      const index = sent.indexOf(granted);
+      return chain === undefined || index < 0 ? {} : { chain, tier: firstTier + index };
+    };
+    const request = chain === undefined
+      ? { dependencies: sent, attempt }
+      : { dependencies: sent, attempt, chain, first_tier: firstTier };
+    const last = sent[sent.length - 1]!;
     try {
       const r = await this.send<AcquireFirstResponse__Output>(
-        (callOptions, done) => this.stub.AcquireFirst({ dependencies: candidates, attempt }, callOptions, done),
-        { lane: 'decision', signal, onLate: (late) => this.returnPermit(late.dependency, late) },
+        (callOptions, done) => this.stub.AcquireFirst(request, callOptions, done),
+        { lane: 'decision', signal, onLate: (late) => this.returnPermit(late.dependency, late, tierOf(late.dependency)) },
       );
       this.decidedBySidecar();
       return {
         allowed: r.allowed, permit: r.permit, probe: r.probe, state: r.state, reason: r.reason,
         retryAfterMs: durationToMs(r.retry_after), dependency: r.dependency || last,
-        source: DecisionSource.SIDECAR,
+        source: DecisionSource.SIDECAR, ...(r.allowed ? tierOf(r.dependency) : {}),
       };
     } catch (err) {
       if (signal?.aborted && err === signal.reason) throw err;
-      return this.unreachable(candidates[0]!, err);
+      if (chain === undefined) return this.unreachable(candidates[0]!, err);
+      return withoutSidecar(this.noteUnreachable(err));
     }
   }
 
@@ -388,19 +451,24 @@ export class BreakerdClient {
    * undefined then.
    *
    * @param latencyMs how long the call took (feeds the slow-call rule and histogram)
+   * @param position for a permit granted through a named fallback chain: its
+   *   chain and tier (pass the Decision), sent with the outcome for breakerd
+   *   to count in breakerd_chain_outcomes_total; left out when the name is
+   *   not valid or the tier not in 0..63 (breakerd would refuse the Report)
    */
   async report(
     dependency: string,
     permit: string,
     outcome: OutcomeReport,
     latencyMs?: number,
+    position?: ChainPosition,
   ): Promise<ReportResult | undefined> {
     if (!permit || permit === '0') return undefined;
     if (this.away && !this.closed) {
-      this.hold({ dependency, permit, outcome, latencyMs });
+      this.hold({ dependency, permit, outcome, latencyMs, position });
       return undefined;
     }
-    return this.sendReport(dependency, permit, outcome, latencyMs, false);
+    return this.sendReport(dependency, permit, outcome, latencyMs, false, position);
   }
 
   /** Sends a Report (while away only when `keep`: a late permit going back); never rejects. */
@@ -410,6 +478,7 @@ export class BreakerdClient {
     outcome: OutcomeReport,
     latencyMs: number | undefined,
     keep: boolean,
+    position: ChainPosition | undefined,
   ): Promise<ReportResult | undefined> {
     if (this.closed) {
       this.counters.reportErrors++;
@@ -424,6 +493,13 @@ export class BreakerdClient {
       retry_after: outcome.retryAfterMs === undefined ? null : msToDuration(outcome.retryAfterMs),
     };
     if (outcome.grpcCode !== undefined) request.grpc_code = outcome.grpcCode;
+    // breakerd refuses a whole Report whose chain or tier is not valid: the
+    // outcome would be lost, so such a position is left out instead.
+    const tier = position?.tier ?? 0;
+    if (isName(position?.chain) && Number.isInteger(tier) && tier >= 0 && tier <= MAX_CHAIN_TIER) {
+      request.chain = position.chain;
+      request.tier = tier;
+    }
     try {
       const r = await this.send<ReportResponse__Output>(
         (callOptions, done) => this.stub.Report(request, callOptions, done),
@@ -435,8 +511,8 @@ export class BreakerdClient {
       if (err === NOT_SENT_AWAY && !keep && !this.closed) {
         // Queued when breakerd was marked away: held like a report made while away
         // (or sent again if it is already back).
-        if (!this.away) return this.sendReport(dependency, permit, outcome, latencyMs, false);
-        this.hold({ dependency, permit, outcome, latencyMs });
+        if (!this.away) return this.sendReport(dependency, permit, outcome, latencyMs, false, position);
+        this.hold({ dependency, permit, outcome, latencyMs, position });
         return undefined;
       }
       this.counters.reportErrors++;
@@ -517,7 +593,9 @@ export class BreakerdClient {
    * stops it, returning or rethrowing that call's result. When none is
    * granted, throws the BreakerOpenError of the last answer; when the last
    * one's call fails, returns or rethrows what it gave. After close(),
-   * rejects with ClientClosedError.
+   * rejects with ClientClosedError. Without `options.chain`, dependencies
+   * the Watch cache knows to be open are skipped without asking breakerd;
+   * with it, breakerd is asked and counts the chain (FirstOptions.chain).
    */
   async first<T>(
     dependencies: readonly string[],
@@ -525,14 +603,18 @@ export class BreakerdClient {
     options: FirstOptions<T> = {},
   ): Promise<T> {
     this.throwIfClosed('first');
-    const { classify, signal } = options;
-    let remaining = [...dependencies];
+    const { classify, signal, chain } = options;
+    if (chain !== undefined) checkName(chain, 'chain');
+    const all = [...dependencies];
+    let firstTier = 0; // where the remaining dependencies start in `all`
     for (;;) {
-      const decision = await this.acquireFirst(remaining, 0, { signal });
+      const remaining = all.slice(firstTier);
+      const decision = await this.acquireFirst(remaining, 0, chain === undefined ? { signal } : { signal, chain, firstTier });
       if (!decision.allowed) throw new BreakerOpenError(decision);
       const { settled, report } = await this.runPermitted(decision, () => fn(decision.dependency), classify, signal);
-      remaining = remaining.slice(remaining.indexOf(decision.dependency) + 1);
-      if (!Outcome.isRetryable(report) || remaining.length === 0 || signal?.aborted) return unwrap(settled);
+      const index = remaining.indexOf(decision.dependency);
+      firstTier += index + 1;
+      if (!Outcome.isRetryable(report) || index < 0 || firstTier >= all.length || signal?.aborted) return unwrap(settled);
     }
   }
 
@@ -619,7 +701,7 @@ export class BreakerdClient {
         report = defaultOutcome(settled);
       }
     }
-    const result = await this.report(decision.dependency, decision.permit, report, latencyMs);
+    const result = await this.report(decision.dependency, decision.permit, report, latencyMs, decision);
     if (classifierFailed) throw classifierFailed.error;
     return { settled, report, result };
   }
@@ -636,7 +718,15 @@ export class BreakerdClient {
    * and the client stays present (client/README.md, "Sidecar away").
    */
   private unreachable(dependency: string, err: unknown): Decision {
-    if (err === NOT_SENT_AWAY) return this.awayDecision(dependency);
+    return this.noteUnreachable(err) ? this.awayDecision(dependency) : this.failDecision(dependency);
+  }
+
+  /**
+   * unreachable()'s bookkeeping: rethrows INVALID_ARGUMENT, marks breakerd
+   * away or notes the late answer. True when the RPC was never sent (away).
+   */
+  private noteUnreachable(err: unknown): boolean {
+    if (err === NOT_SENT_AWAY) return true;
     const code = (err as { code?: unknown }).code;
     if (code === INVALID_ARGUMENT) throw err;
     if (!this.closed) {
@@ -645,7 +735,7 @@ export class BreakerdClient {
       else if (AWAY_CODES.has(code)) this.markAway(err);
       else this.noteSidecar(false, err);
     }
-    return this.failDecision(dependency);
+    return false;
   }
 
   /** breakerd decided (logs the end of a spell of unreachable or late answers). */
@@ -726,7 +816,7 @@ export class BreakerdClient {
   private sendHeld(): void {
     const held = this.held;
     this.held = [];
-    for (const r of held) void this.sendReport(r.dependency, r.permit, r.outcome, r.latencyMs, false);
+    for (const r of held) void this.sendReport(r.dependency, r.permit, r.outcome, r.latencyMs, false, r.position);
   }
 
   /** The next probe, on a timer that never keeps the process alive. */
@@ -755,9 +845,9 @@ export class BreakerdClient {
   }
 
   /** Reports a permit that arrived after its caller stopped waiting: the call was never made. */
-  private returnPermit(dependency: string, late: { allowed: boolean; permit: string }): void {
+  private returnPermit(dependency: string, late: { allowed: boolean; permit: string }, position?: ChainPosition): void {
     if (!late.allowed || !late.permit || late.permit === '0') return;
-    void this.sendReport(dependency, late.permit, Outcome.CANCELLED, undefined, true);
+    void this.sendReport(dependency, late.permit, Outcome.CANCELLED, undefined, true, position);
   }
 
   /** One RPC through the window, its timeout running from when it is written (unary.ts). */

@@ -35,6 +35,14 @@ export interface Decision {
   /** The dependency asked about (for acquireFirst: the one granted, or the last refused). */
   readonly dependency: string;
   readonly source: DecisionSource;
+  /**
+   * For a permit breakerd granted through a named fallback chain
+   * (acquireFirst with `chain`): the chain's name and the granted
+   * dependency's position in the caller's full chain (0-based). Pass the
+   * decision to report() so that its Report carries both. Absent otherwise.
+   */
+  readonly chain?: string;
+  readonly tier?: number;
 }
 
 /**

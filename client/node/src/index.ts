@@ -5,8 +5,10 @@ import { State as StateValues, type State__Output } from './generated/breakerd/v
 
 export {
   BreakerdClient,
+  type AcquireFirstOptions,
   type AcquireOptions,
   type BreakerdClientOptions,
+  type ChainPosition,
   type Classifier,
   type ClientStats,
   type FirstOptions,

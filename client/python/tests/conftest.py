@@ -255,20 +255,25 @@ class Breakerd:
 
     # -- observing breakerd ------------------------------------------------
 
-    def metric(self, name: str, **labels: str) -> float:
-        """Sum of the samples of ``name`` whose labels include ``labels``."""
+    def samples(self, name: str, **labels: str) -> list[tuple[dict[str, str], float]]:
+        """The samples of ``name`` whose labels include ``labels``: each
+        one's labels and value, from one scrape of /metrics."""
         url = f"http://{self.metrics_addr}/metrics"
         with urllib.request.urlopen(url, timeout=5) as resp:
             text = resp.read().decode()
-        total = 0.0
+        found = []
         for line in text.splitlines():
             match = _SAMPLE.match(line)
             if not match or match.group(1) != name:
                 continue
             have = dict(_LABEL.findall(match.group(2) or ""))
             if all(have.get(k) == v for k, v in labels.items()):
-                total += float(match.group(3))
-        return total
+                found.append((have, float(match.group(3))))
+        return found
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of the samples of ``name`` whose labels include ``labels``."""
+        return sum(value for _, value in self.samples(name, **labels))
 
     def reports(self, dependency: str, cls: str, effect: str) -> float:
         return self.metric(

@@ -237,6 +237,11 @@ struct Decision {
   // empty if none).
   std::string dependency;
   DecisionSource source = DecisionSource::kSidecar;
+  // For a grant of AcquireFirst with FirstOptions::chain: the chain's name
+  // and the granted dependency's position in it (0-based), which the
+  // Permit's Report sends with the outcome. Else empty and 0.
+  std::string chain;
+  uint32_t tier = 0;
 };
 
 // Counters since the Client was created.
@@ -291,13 +296,13 @@ class Permit {
   bool reported() const { return reported_; }
 
   // Reports `outcome` with the latency since the Acquire (or `latency` if
-  // given). Returns the breaker's answer (state, effect) or the RPC's error
-  // (FAILED_PRECONDITION, nothing sent, once the client is closed); the
-  // error is also counted in report_errors. While breakerd is away the
-  // Report is held and sent once it is back (Client::Report): OK with an
-  // empty ReportResult (kUnspecified). A permit that was not allowed, or is
-  // already reported, or came from fail-open (permit 0), sends nothing and
-  // returns OK with an empty ReportResult.
+  // given), and for a grant of a named chain its chain and tier. Returns the
+  // breaker's answer (state, effect) or the RPC's error (FAILED_PRECONDITION,
+  // nothing sent, once the client is closed); the error is also counted in
+  // report_errors. While breakerd is away the Report is held and sent once it
+  // is back (Client::Report): OK with an empty ReportResult (kUnspecified). A
+  // permit that was not allowed, or is already reported, or came from fail-open
+  // (permit 0), sends nothing and returns OK with an empty ReportResult.
   absl::StatusOr<ReportResult> Report(
       const Outcome& outcome, std::optional<absl::Duration> latency = {});
 
@@ -316,6 +321,31 @@ struct RetryOptions {
   int max_attempts = 3;
   absl::Duration base = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(2);
+};
+
+// A named fallback chain, for First and AcquireFirst:
+//   client->First({"llm/primary", "llm/backup"}, call, {"llm"});
+// breakerd counts each decision in breakerd_chain_decisions_total{chain,
+// tier} (tier "none" when every candidate was refused: the ultimate
+// fallback) and each granted call's Report in
+// breakerd_chain_outcomes_total{chain,tier,class}. A dependency's tier is
+// its position in the chain, 0-based, at most 63.
+struct FirstOptions {
+  // The chain's name, named like a dependency (1-200 bytes of
+  // [A-Za-z0-9._:/@-]; anything else, the empty name included, is
+  // INVALID_ARGUMENT naming `chain`, before any RPC). With a name every
+  // decision is asked of breakerd, with every remaining candidate (those
+  // the Watch cache holds open too) and the tier of the first, so that it
+  // counts the ultimate fallback; while breakerd is away, or its answer
+  // does not come, the decision is made as without a name. Default
+  // nullopt: not a chain (the Watch cache leaves out what it holds open;
+  // breakerd counts no chain).
+  std::optional<std::string> chain;
+  // The tier of the first dependency passed: nonzero for a caller that
+  // walks its chain itself with AcquireFirst (after a failed call on tier
+  // n, it passes the dependencies after that one and n + 1). First moves
+  // it on by itself. Default 0; counted only with `chain`.
+  uint32_t first_tier = 0;
 };
 
 class Client {
@@ -371,9 +401,14 @@ class Client {
   // breakerd allows (decision().dependency says which). Dependencies known
   // to be open locally are left out; with none left, refused locally. Away,
   // fail-open and a late permit as Acquire (a fail-open decision names the
-  // first dependency left).
+  // first dependency left). With options.chain, breakerd counts the
+  // decision, and every dependency is sent to it (see FirstOptions); a
+  // grant's decision carries the chain and tier, and the Permit's Report
+  // sends them. INVALID_ARGUMENT, before any RPC, for an invalid chain name
+  // or a tier past 63.
   absl::StatusOr<Permit> AcquireFirst(
-      const std::vector<std::string>& dependencies, uint32_t attempt = 0);
+      const std::vector<std::string>& dependencies, uint32_t attempt = 0,
+      const FirstOptions& options = {});
 
   // The guard: Acquire (an error from it is returned); refused -> the
   // breaker-open status (fn is not called); allowed -> fn(), its status
@@ -402,8 +437,14 @@ class Client {
   // request, auth error, cancelled, soft failure) stops and returns that
   // status. Returns fn's first OK, else the last failure, else the
   // breaker-open status of the last answer. Exceptions as Do's.
+  // With options.chain, breakerd counts the chain (FirstOptions): each
+  // AcquireFirst sends the remaining dependencies with the tier of the
+  // first (after a failed call, the tier after the granted one), and each
+  // call's Report its chain and tier. INVALID_ARGUMENT, before any RPC, for
+  // an invalid chain name or a tier past 63.
   absl::Status First(const std::vector<std::string>& dependencies,
-                     absl::FunctionRef<absl::Status(absl::string_view)> fn);
+                     absl::FunctionRef<absl::Status(absl::string_view)> fn,
+                     const FirstOptions& options = {});
 
   // Reports a permit obtained elsewhere (two-step use across threads).
   // Waits for a place among the RPCs on the wire as Acquire. Made while
@@ -434,6 +475,8 @@ class Client {
 
  private:
   class Impl;
+  // Permit::Report sends its decision's chain and tier (Impl::SendReport).
+  friend class Permit;
   explicit Client(std::unique_ptr<Impl> impl);
 
   // Runs fn under the allowed `permit` and reports it exactly once (see

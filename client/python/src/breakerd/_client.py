@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 import logging
@@ -60,6 +61,7 @@ _log = logging.getLogger("breakerd")
 _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 _NAME = re.compile(r"[A-Za-z0-9._:/@-]{1,200}")
+_MAX_TIER = 63  # a chain's tiers are 0 to 63 (breakerd counts them per tier)
 Classifier = Callable[[BaseException], Optional[Outcome]]
 ChannelOptions = Sequence[Tuple[str, Any]]
 _PB_OUTCOME = {kind: "OUTCOME_" + kind.name for kind in OutcomeKind}  # enum names
@@ -142,11 +144,30 @@ def _seconds(duration: duration_pb2.Duration) -> float:
     return duration.seconds + duration.nanos / 1e9
 
 
-def _check_name(dependency: str) -> None:
-    valid = isinstance(dependency, str) and _NAME.fullmatch(dependency) is not None
+def _check_name(name: str, field: str = "dependency") -> None:
+    """Raises InvalidArgumentError naming ``field`` unless ``name`` is a
+    valid dependency name (a chain's name follows the same rule)."""
+    valid = isinstance(name, str) and _NAME.fullmatch(name) is not None
     if not valid:
         raise InvalidArgumentError(
-            f"dependency: {dependency!r} must be 1-200 characters of [A-Za-z0-9._:/@-]"
+            f"{field}: {name!r} must be 1-200 characters of [A-Za-z0-9._:/@-]"
+        )
+
+
+def _check_chain(chain: Optional[str], first_tier: int, count: int, field: str) -> None:
+    """Raises InvalidArgumentError unless ``chain`` is None (then ``field``,
+    the tier of the first of ``count`` dependencies, must be 0) or a valid
+    name whose ``count`` tiers from ``first_tier`` on are all at most 63."""
+    if chain is None:
+        if first_tier != 0:
+            raise InvalidArgumentError(f"{field}: {first_tier!r} needs a chain name")
+        return
+    _check_name(chain, "chain")
+    whole = isinstance(first_tier, int) and not isinstance(first_tier, bool)
+    if not whole or first_tier < 0 or first_tier + count - 1 > _MAX_TIER:
+        raise InvalidArgumentError(
+            f"{field}: {first_tier!r} with {count} dependencies: a chain's tiers are "
+            f"0 to {_MAX_TIER}"
         )
 
 
@@ -538,43 +559,77 @@ class Client:
             return self._failed_decision(dependency, away=True)
         return None
 
-    def acquire_first(self, dependencies: Sequence[str], attempt: int = 0) -> Decision:
+    def acquire_first(
+        self,
+        dependencies: Sequence[str],
+        attempt: int = 0,
+        *,
+        chain: Optional[str] = None,
+        first_tier: int = 0,
+    ) -> Decision:
         """Acquire the first allowed of ``dependencies`` (in order of
         preference) in one round trip; ``Decision.dependency`` is the one
         granted. Dependencies the Watch cache refuses are dropped before the
         RPC; if none is left the refusal is local. When breakerd cannot
         answer, fail open grants the first remaining dependency.
 
+        ``chain`` names a fallback chain (named like a dependency), which
+        breakerd counts per tier: ``first_tier`` is the position of
+        ``dependencies[0]`` in the caller's full chain (0-based; the tiers
+        are 0 to 63). With a chain, every dependency is sent to breakerd,
+        even those the Watch cache holds open, so that it counts the
+        decision (the granted tier, or ``none``); a grant carries
+        ``Decision.chain`` and ``Decision.tier``, to pass to :meth:`report`.
+        While breakerd is away, or when it does not answer, the decision is
+        the one made without a chain.
+
         Raises:
-            InvalidArgumentError: an empty list or a bad name.
+            InvalidArgumentError: an empty list, a bad name, a bad ``chain``
+                or ``first_tier`` (all before any RPC).
             ClientClosedError: the client is closed (no RPC).
         """
-        first = self._decide_first_without_rpc(dependencies)
+        first = self._decide_first_without_rpc(dependencies, chain, first_tier)
         if isinstance(first, Decision):
             return first
         remaining = first
-        request = pb.AcquireFirstRequest(dependencies=remaining, attempt=attempt)
+        request = pb.AcquireFirstRequest(
+            dependencies=remaining, attempt=attempt, chain=chain or "", first_tier=first_tier
+        )
         sent_at = self._sidecar.clock()
         try:
             resp = self._acquire_first_rpc(
                 request, timeout=self.decision_timeout, wait_for_ready=False
             )
         except grpc.RpcError as err:
-            return self._degraded(err, remaining[0], sent_at)
+            return self._first_degraded(err, remaining, chain, sent_at)
         except ValueError as err:  # the channel was closed since _check_open
             raise ClientClosedError() from err
         self._sidecar.answered()
-        return self._decision(resp, resp.dependency or remaining[-1])
+        return self._first_decision(resp, remaining, chain, first_tier)
 
-    def _decide_first_without_rpc(self, dependencies: Sequence[str]) -> Union[Decision, list[str]]:
+    def _decide_first_without_rpc(
+        self, dependencies: Sequence[str], chain: Optional[str], first_tier: int
+    ) -> Union[Decision, list[str]]:
         """The checks of :meth:`acquire_first` that need no RPC: a decision,
-        or the dependencies left to ask breakerd about. Never blocks on it."""
+        or the dependencies to ask breakerd about (with a chain, all of
+        them). Never blocks on it."""
         self._check_open()
         deps = list(dependencies)
         if not deps:
             raise InvalidArgumentError("dependencies: at least one is required")
         for dep in deps:
             _check_name(dep)
+        _check_chain(chain, first_tier, len(deps), "first_tier")
+        if chain is not None and not self._sidecar.away:
+            return deps  # breakerd decides, and counts, the whole chain
+        first = self._skip_cached_open(deps)
+        if isinstance(first, list) and self._sidecar.away:
+            return self._failed_decision(first[0], away=True)
+        return first
+
+    def _skip_cached_open(self, deps: list[str]) -> Union[Decision, list[str]]:
+        """Drops the dependencies the Watch cache refuses (counted in
+        local_rejections): those left, or the local refusal if none is."""
         remaining: list[str] = []
         refusals = []
         for dep in deps:
@@ -594,9 +649,37 @@ class Client:
                 reason=refusals[-1].reason,
                 retry_after=min(r.retry_after for r in refusals),
             )
-        if self._sidecar.away:
-            return self._failed_decision(remaining[0], away=True)
         return remaining
+
+    def _first_decision(
+        self,
+        resp: pb.AcquireFirstResponse,
+        sent: list[str],
+        chain: Optional[str],
+        first_tier: int,
+    ) -> Decision:
+        """breakerd's answer to an AcquireFirst of ``sent``; a grant through
+        a chain carries the chain and the granted dependency's tier."""
+        decision = self._decision(resp, resp.dependency or sent[-1])
+        if chain is None or not decision.allowed:
+            return decision
+        index = sent.index(decision.dependency) if decision.dependency in sent else 0
+        return dataclasses.replace(decision, chain=chain, tier=first_tier + index)
+
+    def _first_degraded(
+        self, err: grpc.RpcError, sent: list[str], chain: Optional[str], sent_at: float
+    ) -> Decision:
+        """:meth:`_degraded` for an AcquireFirst of ``sent``. A chain sends
+        every dependency, so the decision without breakerd is then made as
+        without a chain: the Watch cache's open ones skipped, the first one
+        left failed open (or closed), a local refusal if none is left."""
+        if chain is None:
+            return self._degraded(err, sent[0], sent_at)
+        self._note_unanswered(err, sent_at)
+        first = self._skip_cached_open(sent)
+        if isinstance(first, Decision):
+            return first
+        return self._failed_decision(first[0], away=False)
 
     def report(
         self,
@@ -604,20 +687,31 @@ class Client:
         permit: int,
         outcome: Union[Outcome, OutcomeKind],
         latency: Optional[float] = None,
+        *,
+        chain: Optional[str] = None,
+        tier: int = 0,
     ) -> None:
         """Tell breakerd how the call allowed with ``permit`` went.
 
-        ``latency`` is the call's duration in seconds. A permit of 0 (a
+        ``latency`` is the call's duration in seconds. ``chain`` and
+        ``tier``: for a permit granted through a named fallback chain, the
+        ``Decision.chain`` and ``Decision.tier`` of its grant (breakerd
+        counts the outcome per chain and tier). A permit of 0 (a
         fail-open decision) is not sent. While breakerd is away the report
         is held, not sent and not dropped (at most 1,024 per client, past
         that the oldest is dropped and counted in ``report_errors``), and
         sent through the send window as soon as breakerd is back. Never
         raises for a failed Report: it is counted in ``report_errors`` and
         logged once per change.
+
+        Raises:
+            InvalidArgumentError: a bad ``chain``, or a ``tier`` out of 0 to
+                63 or without a chain (a programming error).
         """
+        _check_chain(chain, tier, 1, "tier")
         if not permit or not self._may_send_report():
             return
-        request = _report_request(dependency, permit, outcome, latency)
+        request = _report_request(dependency, permit, outcome, latency, chain, tier)
         if self._sidecar.away:
             self._hold(request)
             return
@@ -841,7 +935,13 @@ class Client:
                 last_error = exc
         raise AssertionError("unreachable")
 
-    def first(self, dependencies: Sequence[str], fn: Callable[[str], _T]) -> _T:
+    def first(
+        self,
+        dependencies: Sequence[str],
+        fn: Callable[[str], _T],
+        *,
+        chain: Optional[str] = None,
+    ) -> _T:
         """A fallback chain: call ``fn(dependency)`` for the first dependency
         breakerd grants (AcquireFirst), guarded. If that call fails with an
         outcome worth retrying (timeout, connection or server error, rate
@@ -851,17 +951,31 @@ class Client:
         :class:`BreakerOpenError` when none is granted, or the last call's
         error when every granted one failed.
 
+        ``chain`` names the chain (named like a dependency) for breakerd to
+        count: each AcquireFirst then carries every remaining dependency,
+        even those the Watch cache holds open, with the chain's name and
+        the tier of the first one (its position in ``dependencies``), so
+        breakerd counts each decision by tier, or ``none`` when it refuses
+        them all; each call's report carries its tier. Without a name the
+        dependencies the cache holds open are skipped with no RPC. While
+        breakerd is away, or does not answer, the chain goes on as without
+        a name.
+
         Raises:
+            InvalidArgumentError: an empty list, a bad dependency name or a
+                bad ``chain`` (before any RPC).
             TypeError: ``fn`` is a coroutine function, or returned an
                 awaitable (closed unrun, its permit reported CANCELLED): use
                 :meth:`first_async`.
             ClientClosedError: the client is closed.
         """
         _refuse_coroutine_function(fn, "first", "first_async")
-        remaining = list(dependencies)
+        remaining, tier = list(dependencies), 0  # tier: of remaining[0] in the chain
         last_error: Optional[Exception] = None
-        while remaining:
-            decision = self.acquire_first(remaining)
+        while True:
+            decision = self.acquire_first(
+                remaining, chain=chain, first_tier=tier if chain is not None else 0
+            )
             if not decision.allowed:
                 raise BreakerOpenError(decision) from last_error
             guard = Guard(self, decision.dependency, 0)
@@ -873,28 +987,33 @@ class Client:
             except _MismatchError:
                 raise
             except Exception as exc:
-                if not _worth_another_try(guard):
+                remaining, tier = _after(remaining, tier, decision.dependency)
+                if not remaining or not _worth_another_try(guard):
                     raise
                 last_error = exc
-                remaining = _after(remaining, decision.dependency)
-        assert last_error is not None
-        raise last_error
 
     async def first_async(
-        self, dependencies: Sequence[str], fn: Callable[[str], Awaitable[_T]]
+        self,
+        dependencies: Sequence[str],
+        fn: Callable[[str], Awaitable[_T]],
+        *,
+        chain: Optional[str] = None,
     ) -> _T:
         """:meth:`first` for an async ``fn`` (``await fn(dependency)`` is the
-        call): the same chain and stopping rules; the event loop never
-        blocks on breakerd.
+        call): the same chain, ``chain`` name and stopping rules; the event
+        loop never blocks on breakerd.
 
         Raises:
+            InvalidArgumentError: as :meth:`first`.
             TypeError: ``fn(dependency)`` returned something not awaitable:
                 use :meth:`first`.
         """
-        remaining = list(dependencies)
+        remaining, tier = list(dependencies), 0  # tier: of remaining[0] in the chain
         last_error: Optional[Exception] = None
-        while remaining:
-            decision = await self._acquire_first_async(remaining)
+        while True:
+            decision = await self._acquire_first_async(
+                remaining, chain, tier if chain is not None else 0
+            )
             if not decision.allowed:
                 raise BreakerOpenError(decision) from last_error
             guard = AsyncGuard(self, decision.dependency, 0)
@@ -906,12 +1025,10 @@ class Client:
             except _MismatchError:
                 raise
             except Exception as exc:
-                if not _worth_another_try(guard):
+                remaining, tier = _after(remaining, tier, decision.dependency)
+                if not remaining or not _worth_another_try(guard):
                     raise
                 last_error = exc
-                remaining = _after(remaining, decision.dependency)
-        assert last_error is not None
-        raise last_error
 
     # -- the async path ----------------------------------------------------
     #
@@ -936,29 +1053,33 @@ class Client:
                 wait_for_ready=False,
             ),
             lambda resp: self._decision(resp, dependency),
-            dependency,
+            lambda err, sent_at: self._degraded(err, dependency, sent_at),
         )
 
-    async def _acquire_first_async(self, dependencies: Sequence[str]) -> Decision:
-        """:meth:`acquire_first` for the event loop."""
-        first = self._decide_first_without_rpc(dependencies)
+    async def _acquire_first_async(
+        self, dependencies: Sequence[str], chain: Optional[str], first_tier: int
+    ) -> Decision:
+        """:meth:`acquire_first` (attempt 0) for the event loop."""
+        first = self._decide_first_without_rpc(dependencies, chain, first_tier)
         if isinstance(first, Decision):
             return first
         remaining = first
 
         def recheck() -> Optional[Decision]:
-            again = self._decide_first_without_rpc(remaining)
+            again = self._decide_first_without_rpc(remaining, chain, first_tier)
             return again if isinstance(again, Decision) else None
 
         return await self._decide_async(
             recheck,
             lambda: self._acquire_first_rpc.future(
-                pb.AcquireFirstRequest(dependencies=remaining, attempt=0),
+                pb.AcquireFirstRequest(
+                    dependencies=remaining, attempt=0, chain=chain or "", first_tier=first_tier
+                ),
                 timeout=self.decision_timeout,
                 wait_for_ready=False,
             ),
-            lambda resp: self._decision(resp, resp.dependency or remaining[-1]),
-            remaining[0],
+            lambda resp: self._first_decision(resp, remaining, chain, first_tier),
+            lambda err, sent_at: self._first_degraded(err, remaining, chain, sent_at),
         )
 
     async def _decide_async(
@@ -966,13 +1087,14 @@ class Client:
         recheck: Callable[[], Optional[Decision]],
         send: Callable[[], Any],
         decide: Callable[[Any], Decision],
-        dependency: str,
+        degraded: Callable[[grpc.RpcError, float], Decision],
     ) -> Decision:
         """Sends one decision RPC through the send window and awaits its
         answer. ``recheck`` decides without an RPC if that became possible
         while waiting for a slot (away, closed, refused locally); ``send``
         starts the RPC (a grpc future); ``decide`` makes its response a
-        Decision; ``dependency`` is the one failed open.
+        Decision; ``degraded(error, sent_at)`` is the decision when the RPC
+        fails (see :meth:`_degraded`).
 
         A task cancelled meanwhile gets its CancelledError at once, but the
         RPC is not cancelled with it (breakerd may already hold the request):
@@ -1028,10 +1150,10 @@ class Client:
                     decision = decide(call.result())
                     self._sidecar.answered()
                 except grpc.RpcError as err:
-                    decision = self._degraded(err, dependency, sent_at)
+                    decision = degraded(err, sent_at)
                 except grpc.FutureCancelledError:
                     error = ClientClosedError()
-            except Exception as err:  # from _degraded: invalid argument, closed
+            except Exception as err:  # from degraded: invalid argument, closed
                 error = err
             finally:
                 self._window.done()
@@ -1089,18 +1211,20 @@ class Client:
         """Reports the permit of a decision its caller gave up on as
         CANCELLED (sent even while breakerd is away: it answered that RPC)."""
         if decision.allowed and decision.permit:
-            self._send_report(
-                _report_request(decision.dependency, decision.permit, OutcomeKind.CANCELLED, None),
-                lambda: None,
-                keep=True,
+            request = _report_request(
+                decision.dependency,
+                decision.permit,
+                OutcomeKind.CANCELLED,
+                None,
+                decision.chain,
+                decision.tier,
             )
+            self._send_report(request, lambda: None, keep=True)
 
-    async def _report_async(
-        self, dependency: str, permit: int, outcome: Outcome, latency: Optional[float]
-    ) -> None:
+    async def _report_async(self, request: pb.ReportRequest) -> None:
         """:meth:`report` for the event loop: sent through the send window,
         awaited until it is done (a cancellation meanwhile does not stop it)."""
-        if not permit:
+        if not request.permit:
             return
         loop = asyncio.get_running_loop()
         sent: asyncio.Future[None] = loop.create_future()
@@ -1112,7 +1236,7 @@ class Client:
         def notify() -> None:
             _on_loop(loop, settle)
 
-        self._send_report(_report_request(dependency, permit, outcome, latency), notify)
+        self._send_report(request, notify)
         await asyncio.shield(sent)
 
     def _send_report(
@@ -1192,7 +1316,19 @@ class Client:
 
     def _degraded(self, err: grpc.RpcError, dependency: str, sent_at: float) -> Decision:
         """The decision when a decision RPC sent at ``sent_at`` (the
-        presence's clock) failed with ``err``.
+        presence's clock) failed with ``err``: ``dependency`` failed open
+        (or closed), after :meth:`_note_unanswered`.
+
+        Raises:
+            InvalidArgumentError: breakerd says the request is invalid.
+            ClientClosedError: because the client was closed.
+        """
+        self._note_unanswered(err, sent_at)
+        return self._failed_decision(dependency, away=False)
+
+    def _note_unanswered(self, err: grpc.RpcError, sent_at: float) -> None:
+        """Takes in that a decision RPC sent at ``sent_at`` (the presence's
+        clock) failed with ``err``.
 
         breakerd is marked away when it is UNAVAILABLE, or when the RPC hit
         its deadline while breakerd answered no other RPC of this client
@@ -1217,21 +1353,11 @@ class Client:
             away = not self._sidecar.answered_since(sent_at)
             if not away:
                 detail += " (late: it answered other calls meanwhile, so it is not marked away)"
-        return self._unanswered(detail, away, dependency)
-
-    def _unanswered(self, detail: str, away: bool, dependency: str) -> Decision:
-        """The decision when breakerd did not answer a decision RPC (in
-        time); ``away``: mark breakerd away (see :meth:`_degraded`).
-
-        Raises:
-            ClientClosedError: because the client was closed.
-        """
         if self._closed.is_set():
             raise ClientClosedError()
         self._sidecar.failed(detail, away=away)
         if self._sidecar.away:  # the async path's waiting callers: answered at once
             self._window.flush()
-        return self._failed_decision(dependency, away=False)
 
     def _failed_decision(self, dependency: str, away: bool) -> Decision:
         """FAIL_OPEN or FAIL_CLOSED, counted; ``away``: decided with no RPC."""
@@ -1401,7 +1527,15 @@ class _GuardBase:
         if self.outcome is not None or self.decision is None:
             return
         outcome, classifier_error = self._settle(exc)
-        self._client.report(self.dependency, self.decision.permit, outcome, self._latency())
+        decision = self.decision
+        self._client.report(
+            self.dependency,
+            decision.permit,
+            outcome,
+            self._latency(),
+            chain=decision.chain,
+            tier=decision.tier,
+        )
         self._raise_classifier_error(classifier_error)
 
     def _settle(self, exc: Optional[BaseException]) -> Tuple[Outcome, Optional[BaseException]]:
@@ -1500,7 +1634,14 @@ class AsyncGuard(_GuardBase):
             return
         outcome, classifier_error = self._settle(exc)
         await self._client._report_async(
-            self.dependency, self.decision.permit, outcome, self._latency()
+            _report_request(
+                self.dependency,
+                self.decision.permit,
+                outcome,
+                self._latency(),
+                self.decision.chain,
+                self.decision.tier,
+            )
         )
         self._raise_classifier_error(classifier_error)
 
@@ -1544,10 +1685,11 @@ def _backoff(attempt: int, base: float, max_backoff: float) -> float:
     return random.uniform(0, min(max_backoff, base * 2 ** (attempt - 1)))
 
 
-def _after(remaining: list[str], granted: str) -> list[str]:
-    """The fallback chain's candidates after ``granted`` failed."""
+def _after(remaining: list[str], tier: int, granted: str) -> Tuple[list[str], int]:
+    """The fallback chain's candidates after ``granted`` failed, and the
+    tier of the first of them (``tier`` is that of ``remaining[0]``)."""
     index = remaining.index(granted) if granted in remaining else 0
-    return remaining[index + 1 :]
+    return remaining[index + 1 :], tier + index + 1
 
 
 class _Handoff:
@@ -1601,6 +1743,8 @@ def _report_request(
     permit: int,
     outcome: Union[Outcome, OutcomeKind],
     latency: Optional[float],
+    chain: Optional[str] = None,
+    tier: int = 0,
 ) -> pb.ReportRequest:
     if not isinstance(outcome, Outcome):
         outcome = Outcome.of(outcome)
@@ -1609,6 +1753,8 @@ def _report_request(
         permit=permit,
         outcome=_PB_OUTCOME[outcome.kind],
         http_status=outcome.http_status,
+        chain=chain or "",
+        tier=tier if chain else 0,
     )
     if outcome.grpc_code is not None:
         request.grpc_code = outcome.grpc_code

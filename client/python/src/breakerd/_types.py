@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Optional, TypeVar
 
 _E = TypeVar("_E", bound=enum.IntEnum)
 
@@ -68,6 +68,12 @@ class Decision:
         state: the breaker's state as breakerd (or the Watch cache) saw it.
         reason: why it was refused (``UNSPECIFIED`` when allowed).
         retry_after: seconds until trying again is useful, when refused.
+        chain: for a grant of ``acquire_first(..., chain=name)`` by breakerd,
+            the chain's name (None otherwise). Pass it, with ``tier``, to
+            :meth:`Client.report`; the guards and ``first`` do.
+        tier: with ``chain``, the granted dependency's position in the
+            caller's full chain (``first_tier`` + its index in the list
+            asked about); 0 otherwise.
     """
 
     allowed: bool
@@ -78,6 +84,8 @@ class Decision:
     state: State = State.UNSPECIFIED
     reason: RejectReason = RejectReason.UNSPECIFIED
     retry_after: float = 0.0
+    chain: Optional[str] = None
+    tier: int = 0
 
 
 @dataclass(frozen=True)
@@ -122,8 +130,9 @@ class BreakerOpenError(Exception):
 
 
 class InvalidArgumentError(ValueError):
-    """A request broke a rule of the contract (a bad dependency name, an empty
-    fallback list). A programming error: do not retry as is."""
+    """A request broke a rule of the contract (a bad dependency or chain name,
+    a chain tier out of range, an empty fallback list). A programming error:
+    do not retry as is."""
 
 
 class ClientClosedError(RuntimeError):

@@ -153,6 +153,10 @@ Decision DecisionFrom(const v1::AcquireResponse& response,
 // breakerd's answer to an AcquireFirst (source kSidecar; the dependency
 // granted, empty if none was).
 Decision DecisionFrom(const v1::AcquireFirstResponse& response);
+// For `d`, a grant of the AcquireFirst `request` of a named chain (from
+// breakerd, or fail-open): sets its chain and tier (request.first_tier()
+// plus d->dependency's index in request.dependencies()). Else nothing.
+void SetChain(const v1::AcquireFirstRequest& request, Decision* d);
 
 // Sets the outcome fields of a Report (outcome, http_status, grpc_code, and
 // retry_after if positive); the others are left as they are.

@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62reakerd/v1/breaker.proto\x12\x0b\x62reakerd.v1\x1a\x1egoogle/protobuf/duration.proto\"5\n\x0e\x41\x63quireRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\"\xbf\x01\n\x0f\x41\x63quireResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x0e\n\x06permit\x18\x02 \x01(\x04\x12\r\n\x05probe\x18\x03 \x01(\x08\x12!\n\x05state\x18\x04 \x01(\x0e\x32\x12.breakerd.v1.State\x12)\n\x06reason\x18\x05 \x01(\x0e\x32\x19.breakerd.v1.RejectReason\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xf1\x01\n\rReportRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\x12\x0e\n\x06permit\x18\x02 \x01(\x04\x12%\n\x07outcome\x18\x03 \x01(\x0e\x32\x14.breakerd.v1.Outcome\x12\x13\n\x0bhttp_status\x18\x04 \x01(\r\x12\x16\n\tgrpc_code\x18\x05 \x01(\x05H\x00\x88\x01\x01\x12*\n\x07latency\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0bretry_after\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationB\x0c\n\n_grpc_code\"X\n\x0eReportResponse\x12!\n\x05state\x18\x01 \x01(\x0e\x32\x12.breakerd.v1.State\x12#\n\x06\x65\x66\x66\x65\x63t\x18\x02 \x01(\x0e\x32\x13.breakerd.v1.Effect\"<\n\x13\x41\x63quireFirstRequest\x12\x14\n\x0c\x64\x65pendencies\x18\x01 \x03(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\"\xd8\x01\n\x14\x41\x63quireFirstResponse\x12\x12\n\ndependency\x18\x01 \x01(\t\x12\x0f\n\x07\x61llowed\x18\x02 \x01(\x08\x12\x0e\n\x06permit\x18\x03 \x01(\x04\x12\r\n\x05probe\x18\x04 \x01(\x08\x12!\n\x05state\x18\x05 \x01(\x0e\x32\x12.breakerd.v1.State\x12)\n\x06reason\x18\x06 \x01(\x0e\x32\x19.breakerd.v1.RejectReason\x12.\n\x0bretry_after\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\"%\n\x0fGetStateRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\"\xbb\x03\n\rBreakerStatus\x12\x12\n\ndependency\x18\x01 \x01(\t\x12!\n\x05state\x18\x02 \x01(\x0e\x32\x12.breakerd.v1.State\x12\x12\n\ngeneration\x18\x03 \x01(\x04\x12.\n\x0bretry_after\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x14\n\x0cwindow_calls\x18\x05 \x01(\x04\x12\x17\n\x0fwindow_failures\x18\x06 \x01(\x04\x12\x19\n\x11window_slow_calls\x18\x07 \x01(\x04\x12\x14\n\x0c\x66\x61ilure_rate\x18\x08 \x01(\x01\x12\x1c\n\x14\x63onsecutive_failures\x18\t \x01(\r\x12\x18\n\x10\x65scalation_level\x18\n \x01(\r\x12\x0e\n\x06policy\x18\x0b \x01(\t\x12\x0c\n\x04mode\x18\x0c \x01(\t\x12\x17\n\x0fprobe_in_flight\x18\r \x01(\x08\x12\x13\n\x0b\x61\x64mit_share\x18\x0e \x01(\x01\x12\x10\n\x08inflight\x18\x0f \x01(\x04\x12\x1a\n\x12\x66leet_window_calls\x18\x10 \x01(\x04\x12\x1d\n\x15\x66leet_window_failures\x18\x11 \x01(\x04\"\x13\n\x11ListStatesRequest\"B\n\x12ListStatesResponse\x12,\n\x08\x62reakers\x18\x01 \x03(\x0b\x32\x1a.breakerd.v1.BreakerStatus\"$\n\x0cWatchRequest\x12\x14\n\x0c\x64\x65pendencies\x18\x01 \x03(\t\"\xcc\x01\n\x0bStateChange\x12\x12\n\ndependency\x18\x01 \x01(\t\x12!\n\x05state\x18\x02 \x01(\x0e\x32\x12.breakerd.v1.State\x12$\n\x08previous\x18\x03 \x01(\x0e\x32\x12.breakerd.v1.State\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x12\n\ngeneration\x18\x05 \x01(\x04\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0c\n\x04mode\x18\x08 \x01(\t\"&\n\x10\x46orceOpenRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\"\'\n\x11\x46orceCloseRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\"\"\n\x0cResetRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\";\n\rAdminResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.breakerd.v1.BreakerStatus*\x85\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSTATE_CLOSED\x10\x01\x12\x0e\n\nSTATE_OPEN\x10\x02\x12\x13\n\x0fSTATE_HALF_OPEN\x10\x03\x12\x15\n\x11STATE_FORCED_OPEN\x10\x04\x12\x17\n\x13STATE_FORCED_CLOSED\x10\x05*\xbf\x01\n\x0cRejectReason\x12\x1d\n\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12REJECT_REASON_OPEN\x10\x01\x12!\n\x1dREJECT_REASON_PROBE_IN_FLIGHT\x10\x02\x12\x1e\n\x1aREJECT_REASON_RETRY_BUDGET\x10\x03\x12\x1d\n\x19REJECT_REASON_FORCED_OPEN\x10\x04\x12\x16\n\x12REJECT_REASON_RAMP\x10\x05*\x93\x01\n\x06\x45\x66\x66\x65\x63t\x12\x16\n\x12\x45\x46\x46\x45\x43T_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45\x46\x46\x45\x43T_COUNTED_SUCCESS\x10\x01\x12\x1a\n\x16\x45\x46\x46\x45\x43T_COUNTED_FAILURE\x10\x02\x12\x12\n\x0e\x45\x46\x46\x45\x43T_NEUTRAL\x10\x03\x12\x0f\n\x0b\x45\x46\x46\x45\x43T_LATE\x10\x04\x12\x14\n\x10\x45\x46\x46\x45\x43T_DUPLICATE\x10\x05*\x80\x02\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n\x0fOUTCOME_SUCCESS\x10\x01\x12\x13\n\x0fOUTCOME_TIMEOUT\x10\x02\x12\x1c\n\x18OUTCOME_CONNECTION_ERROR\x10\x03\x12\x18\n\x14OUTCOME_SERVER_ERROR\x10\x04\x12\x18\n\x14OUTCOME_RATE_LIMITED\x10\x05\x12\x17\n\x13OUTCOME_BAD_REQUEST\x10\x06\x12\x16\n\x12OUTCOME_AUTH_ERROR\x10\x07\x12\x15\n\x11OUTCOME_CANCELLED\x10\x08\x12\x18\n\x14OUTCOME_SOFT_FAILURE\x10\t2\xbc\x03\n\x07\x42reaker\x12\x44\n\x07\x41\x63quire\x12\x1b.breakerd.v1.AcquireRequest\x1a\x1c.breakerd.v1.AcquireResponse\x12\x41\n\x06Report\x12\x1a.breakerd.v1.ReportRequest\x1a\x1b.breakerd.v1.ReportResponse\x12S\n\x0c\x41\x63quireFirst\x12 .breakerd.v1.AcquireFirstRequest\x1a!.breakerd.v1.AcquireFirstResponse\x12\x44\n\x08GetState\x12\x1c.breakerd.v1.GetStateRequest\x1a\x1a.breakerd.v1.BreakerStatus\x12M\n\nListStates\x12\x1e.breakerd.v1.ListStatesRequest\x1a\x1f.breakerd.v1.ListStatesResponse\x12>\n\x05Watch\x12\x19.breakerd.v1.WatchRequest\x1a\x18.breakerd.v1.StateChange0\x01\x32\xd9\x01\n\x05\x41\x64min\x12\x46\n\tForceOpen\x12\x1d.breakerd.v1.ForceOpenRequest\x1a\x1a.breakerd.v1.AdminResponse\x12H\n\nForceClose\x12\x1e.breakerd.v1.ForceCloseRequest\x1a\x1a.breakerd.v1.AdminResponse\x12>\n\x05Reset\x12\x19.breakerd.v1.ResetRequest\x1a\x1a.breakerd.v1.AdminResponseBP\n\x0eio.breakerd.v1P\x01Z<github.com/breakerd/breakerd/client/go/breakerdv1;breakerdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62reakerd/v1/breaker.proto\x12\x0b\x62reakerd.v1\x1a\x1egoogle/protobuf/duration.proto\"5\n\x0e\x41\x63quireRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\"\xbf\x01\n\x0f\x41\x63quireResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x0e\n\x06permit\x18\x02 \x01(\x04\x12\r\n\x05probe\x18\x03 \x01(\x08\x12!\n\x05state\x18\x04 \x01(\x0e\x32\x12.breakerd.v1.State\x12)\n\x06reason\x18\x05 \x01(\x0e\x32\x19.breakerd.v1.RejectReason\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x8e\x02\n\rReportRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\x12\x0e\n\x06permit\x18\x02 \x01(\x04\x12%\n\x07outcome\x18\x03 \x01(\x0e\x32\x14.breakerd.v1.Outcome\x12\x13\n\x0bhttp_status\x18\x04 \x01(\r\x12\x16\n\tgrpc_code\x18\x05 \x01(\x05H\x00\x88\x01\x01\x12*\n\x07latency\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0bretry_after\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05\x63hain\x18\x08 \x01(\t\x12\x0c\n\x04tier\x18\t \x01(\rB\x0c\n\n_grpc_code\"X\n\x0eReportResponse\x12!\n\x05state\x18\x01 \x01(\x0e\x32\x12.breakerd.v1.State\x12#\n\x06\x65\x66\x66\x65\x63t\x18\x02 \x01(\x0e\x32\x13.breakerd.v1.Effect\"_\n\x13\x41\x63quireFirstRequest\x12\x14\n\x0c\x64\x65pendencies\x18\x01 \x03(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\r\x12\r\n\x05\x63hain\x18\x03 \x01(\t\x12\x12\n\nfirst_tier\x18\x04 \x01(\r\"\xd8\x01\n\x14\x41\x63quireFirstResponse\x12\x12\n\ndependency\x18\x01 \x01(\t\x12\x0f\n\x07\x61llowed\x18\x02 \x01(\x08\x12\x0e\n\x06permit\x18\x03 \x01(\x04\x12\r\n\x05probe\x18\x04 \x01(\x08\x12!\n\x05state\x18\x05 \x01(\x0e\x32\x12.breakerd.v1.State\x12)\n\x06reason\x18\x06 \x01(\x0e\x32\x19.breakerd.v1.RejectReason\x12.\n\x0bretry_after\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\"%\n\x0fGetStateRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\"\xbb\x03\n\rBreakerStatus\x12\x12\n\ndependency\x18\x01 \x01(\t\x12!\n\x05state\x18\x02 \x01(\x0e\x32\x12.breakerd.v1.State\x12\x12\n\ngeneration\x18\x03 \x01(\x04\x12.\n\x0bretry_after\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x14\n\x0cwindow_calls\x18\x05 \x01(\x04\x12\x17\n\x0fwindow_failures\x18\x06 \x01(\x04\x12\x19\n\x11window_slow_calls\x18\x07 \x01(\x04\x12\x14\n\x0c\x66\x61ilure_rate\x18\x08 \x01(\x01\x12\x1c\n\x14\x63onsecutive_failures\x18\t \x01(\r\x12\x18\n\x10\x65scalation_level\x18\n \x01(\r\x12\x0e\n\x06policy\x18\x0b \x01(\t\x12\x0c\n\x04mode\x18\x0c \x01(\t\x12\x17\n\x0fprobe_in_flight\x18\r \x01(\x08\x12\x13\n\x0b\x61\x64mit_share\x18\x0e \x01(\x01\x12\x10\n\x08inflight\x18\x0f \x01(\x04\x12\x1a\n\x12\x66leet_window_calls\x18\x10 \x01(\x04\x12\x1d\n\x15\x66leet_window_failures\x18\x11 \x01(\x04\"\x13\n\x11ListStatesRequest\"B\n\x12ListStatesResponse\x12,\n\x08\x62reakers\x18\x01 \x03(\x0b\x32\x1a.breakerd.v1.BreakerStatus\"$\n\x0cWatchRequest\x12\x14\n\x0c\x64\x65pendencies\x18\x01 \x03(\t\"\xcc\x01\n\x0bStateChange\x12\x12\n\ndependency\x18\x01 \x01(\t\x12!\n\x05state\x18\x02 \x01(\x0e\x32\x12.breakerd.v1.State\x12$\n\x08previous\x18\x03 \x01(\x0e\x32\x12.breakerd.v1.State\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x12\n\ngeneration\x18\x05 \x01(\x04\x12.\n\x0bretry_after\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0c\n\x04mode\x18\x08 \x01(\t\"&\n\x10\x46orceOpenRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\"\'\n\x11\x46orceCloseRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\"\"\n\x0cResetRequest\x12\x12\n\ndependency\x18\x01 \x01(\t\";\n\rAdminResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.breakerd.v1.BreakerStatus*\x85\x01\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSTATE_CLOSED\x10\x01\x12\x0e\n\nSTATE_OPEN\x10\x02\x12\x13\n\x0fSTATE_HALF_OPEN\x10\x03\x12\x15\n\x11STATE_FORCED_OPEN\x10\x04\x12\x17\n\x13STATE_FORCED_CLOSED\x10\x05*\xbf\x01\n\x0cRejectReason\x12\x1d\n\x19REJECT_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12REJECT_REASON_OPEN\x10\x01\x12!\n\x1dREJECT_REASON_PROBE_IN_FLIGHT\x10\x02\x12\x1e\n\x1aREJECT_REASON_RETRY_BUDGET\x10\x03\x12\x1d\n\x19REJECT_REASON_FORCED_OPEN\x10\x04\x12\x16\n\x12REJECT_REASON_RAMP\x10\x05*\x93\x01\n\x06\x45\x66\x66\x65\x63t\x12\x16\n\x12\x45\x46\x46\x45\x43T_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45\x46\x46\x45\x43T_COUNTED_SUCCESS\x10\x01\x12\x1a\n\x16\x45\x46\x46\x45\x43T_COUNTED_FAILURE\x10\x02\x12\x12\n\x0e\x45\x46\x46\x45\x43T_NEUTRAL\x10\x03\x12\x0f\n\x0b\x45\x46\x46\x45\x43T_LATE\x10\x04\x12\x14\n\x10\x45\x46\x46\x45\x43T_DUPLICATE\x10\x05*\x80\x02\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n\x0fOUTCOME_SUCCESS\x10\x01\x12\x13\n\x0fOUTCOME_TIMEOUT\x10\x02\x12\x1c\n\x18OUTCOME_CONNECTION_ERROR\x10\x03\x12\x18\n\x14OUTCOME_SERVER_ERROR\x10\x04\x12\x18\n\x14OUTCOME_RATE_LIMITED\x10\x05\x12\x17\n\x13OUTCOME_BAD_REQUEST\x10\x06\x12\x16\n\x12OUTCOME_AUTH_ERROR\x10\x07\x12\x15\n\x11OUTCOME_CANCELLED\x10\x08\x12\x18\n\x14OUTCOME_SOFT_FAILURE\x10\t2\xbc\x03\n\x07\x42reaker\x12\x44\n\x07\x41\x63quire\x12\x1b.breakerd.v1.AcquireRequest\x1a\x1c.breakerd.v1.AcquireResponse\x12\x41\n\x06Report\x12\x1a.breakerd.v1.ReportRequest\x1a\x1b.breakerd.v1.ReportResponse\x12S\n\x0c\x41\x63quireFirst\x12 .breakerd.v1.AcquireFirstRequest\x1a!.breakerd.v1.AcquireFirstResponse\x12\x44\n\x08GetState\x12\x1c.breakerd.v1.GetStateRequest\x1a\x1a.breakerd.v1.BreakerStatus\x12M\n\nListStates\x12\x1e.breakerd.v1.ListStatesRequest\x1a\x1f.breakerd.v1.ListStatesResponse\x12>\n\x05Watch\x12\x19.breakerd.v1.WatchRequest\x1a\x18.breakerd.v1.StateChange0\x01\x32\xd9\x01\n\x05\x41\x64min\x12\x46\n\tForceOpen\x12\x1d.breakerd.v1.ForceOpenRequest\x1a\x1a.breakerd.v1.AdminResponse\x12H\n\nForceClose\x12\x1e.breakerd.v1.ForceCloseRequest\x1a\x1a.breakerd.v1.AdminResponse\x12>\n\x05Reset\x12\x19.breakerd.v1.ResetRequest\x1a\x1a.breakerd.v1.AdminResponseBP\n\x0eio.breakerd.v1P\x01Z<github.com/breakerd/breakerd/client/go/breakerdv1;breakerdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'breakerd._proto.breaker_pb2', globals())
@@ -22,48 +22,48 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'\n\016io.breakerd.v1P\001Z<github.com/breakerd/breakerd/client/go/breakerdv1;breakerdv1'
-  _STATE._serialized_start=1936
-  _STATE._serialized_end=2069
-  _REJECTREASON._serialized_start=2072
-  _REJECTREASON._serialized_end=2263
-  _EFFECT._serialized_start=2266
-  _EFFECT._serialized_end=2413
-  _OUTCOME._serialized_start=2416
-  _OUTCOME._serialized_end=2672
+  _STATE._serialized_start=2000
+  _STATE._serialized_end=2133
+  _REJECTREASON._serialized_start=2136
+  _REJECTREASON._serialized_end=2327
+  _EFFECT._serialized_start=2330
+  _EFFECT._serialized_end=2477
+  _OUTCOME._serialized_start=2480
+  _OUTCOME._serialized_end=2736
   _ACQUIREREQUEST._serialized_start=74
   _ACQUIREREQUEST._serialized_end=127
   _ACQUIRERESPONSE._serialized_start=130
   _ACQUIRERESPONSE._serialized_end=321
   _REPORTREQUEST._serialized_start=324
-  _REPORTREQUEST._serialized_end=565
-  _REPORTRESPONSE._serialized_start=567
-  _REPORTRESPONSE._serialized_end=655
-  _ACQUIREFIRSTREQUEST._serialized_start=657
-  _ACQUIREFIRSTREQUEST._serialized_end=717
-  _ACQUIREFIRSTRESPONSE._serialized_start=720
-  _ACQUIREFIRSTRESPONSE._serialized_end=936
-  _GETSTATEREQUEST._serialized_start=938
-  _GETSTATEREQUEST._serialized_end=975
-  _BREAKERSTATUS._serialized_start=978
-  _BREAKERSTATUS._serialized_end=1421
-  _LISTSTATESREQUEST._serialized_start=1423
-  _LISTSTATESREQUEST._serialized_end=1442
-  _LISTSTATESRESPONSE._serialized_start=1444
-  _LISTSTATESRESPONSE._serialized_end=1510
-  _WATCHREQUEST._serialized_start=1512
-  _WATCHREQUEST._serialized_end=1548
-  _STATECHANGE._serialized_start=1551
-  _STATECHANGE._serialized_end=1755
-  _FORCEOPENREQUEST._serialized_start=1757
-  _FORCEOPENREQUEST._serialized_end=1795
-  _FORCECLOSEREQUEST._serialized_start=1797
-  _FORCECLOSEREQUEST._serialized_end=1836
-  _RESETREQUEST._serialized_start=1838
-  _RESETREQUEST._serialized_end=1872
-  _ADMINRESPONSE._serialized_start=1874
-  _ADMINRESPONSE._serialized_end=1933
-  _BREAKER._serialized_start=2675
-  _BREAKER._serialized_end=3119
-  _ADMIN._serialized_start=3122
-  _ADMIN._serialized_end=3339
+  _REPORTREQUEST._serialized_end=594
+  _REPORTRESPONSE._serialized_start=596
+  _REPORTRESPONSE._serialized_end=684
+  _ACQUIREFIRSTREQUEST._serialized_start=686
+  _ACQUIREFIRSTREQUEST._serialized_end=781
+  _ACQUIREFIRSTRESPONSE._serialized_start=784
+  _ACQUIREFIRSTRESPONSE._serialized_end=1000
+  _GETSTATEREQUEST._serialized_start=1002
+  _GETSTATEREQUEST._serialized_end=1039
+  _BREAKERSTATUS._serialized_start=1042
+  _BREAKERSTATUS._serialized_end=1485
+  _LISTSTATESREQUEST._serialized_start=1487
+  _LISTSTATESREQUEST._serialized_end=1506
+  _LISTSTATESRESPONSE._serialized_start=1508
+  _LISTSTATESRESPONSE._serialized_end=1574
+  _WATCHREQUEST._serialized_start=1576
+  _WATCHREQUEST._serialized_end=1612
+  _STATECHANGE._serialized_start=1615
+  _STATECHANGE._serialized_end=1819
+  _FORCEOPENREQUEST._serialized_start=1821
+  _FORCEOPENREQUEST._serialized_end=1859
+  _FORCECLOSEREQUEST._serialized_start=1861
+  _FORCECLOSEREQUEST._serialized_end=1900
+  _RESETREQUEST._serialized_start=1902
+  _RESETREQUEST._serialized_end=1936
+  _ADMINRESPONSE._serialized_start=1938
+  _ADMINRESPONSE._serialized_end=1997
+  _BREAKER._serialized_start=2739
+  _BREAKER._serialized_end=3183
+  _ADMIN._serialized_start=3186
+  _ADMIN._serialized_end=3403
 # @@protoc_insertion_point(module_scope)

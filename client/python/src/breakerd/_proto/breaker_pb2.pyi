@@ -36,12 +36,16 @@ STATE_OPEN: State
 STATE_UNSPECIFIED: State
 
 class AcquireFirstRequest(_message.Message):
-    __slots__ = ["attempt", "dependencies"]
+    __slots__ = ["attempt", "chain", "dependencies", "first_tier"]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TIER_FIELD_NUMBER: _ClassVar[int]
     attempt: int
+    chain: str
     dependencies: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, dependencies: _Optional[_Iterable[str]] = ..., attempt: _Optional[int] = ...) -> None: ...
+    first_tier: int
+    def __init__(self, dependencies: _Optional[_Iterable[str]] = ..., attempt: _Optional[int] = ..., chain: _Optional[str] = ..., first_tier: _Optional[int] = ...) -> None: ...
 
 class AcquireFirstResponse(_message.Message):
     __slots__ = ["allowed", "dependency", "permit", "probe", "reason", "retry_after", "state"]
@@ -158,7 +162,8 @@ class ListStatesResponse(_message.Message):
     def __init__(self, breakers: _Optional[_Iterable[_Union[BreakerStatus, _Mapping]]] = ...) -> None: ...
 
 class ReportRequest(_message.Message):
-    __slots__ = ["dependency", "grpc_code", "http_status", "latency", "outcome", "permit", "retry_after"]
+    __slots__ = ["chain", "dependency", "grpc_code", "http_status", "latency", "outcome", "permit", "retry_after", "tier"]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
     GRPC_CODE_FIELD_NUMBER: _ClassVar[int]
     HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -166,6 +171,8 @@ class ReportRequest(_message.Message):
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     PERMIT_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    chain: str
     dependency: str
     grpc_code: int
     http_status: int
@@ -173,7 +180,8 @@ class ReportRequest(_message.Message):
     outcome: Outcome
     permit: int
     retry_after: _duration_pb2.Duration
-    def __init__(self, dependency: _Optional[str] = ..., permit: _Optional[int] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., http_status: _Optional[int] = ..., grpc_code: _Optional[int] = ..., latency: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    tier: int
+    def __init__(self, dependency: _Optional[str] = ..., permit: _Optional[int] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., http_status: _Optional[int] = ..., grpc_code: _Optional[int] = ..., latency: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., chain: _Optional[str] = ..., tier: _Optional[int] = ...) -> None: ...
 
 class ReportResponse(_message.Message):
     __slots__ = ["effect", "state"]

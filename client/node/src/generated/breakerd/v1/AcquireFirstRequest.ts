@@ -7,6 +7,16 @@ export interface AcquireFirstRequest {
    */
   'dependencies'?: (string)[];
   'attempt'?: (number);
+  /**
+   * The fallback chain's name (named like a dependency; empty: not counted
+   * as a chain) and the position of dependencies[0] in the caller's full
+   * chain (0-based; nonzero for a client that moved on after a failed call
+   * or skipped candidates). The decision is counted in
+   * breakerd_chain_decisions_total{chain,tier}: the granted candidate's
+   * tier, or "none" when every candidate was refused.
+   */
+  'chain'?: (string);
+  'first_tier'?: (number);
 }
 
 export interface AcquireFirstRequest__Output {
@@ -15,4 +25,14 @@ export interface AcquireFirstRequest__Output {
    */
   'dependencies': (string)[];
   'attempt': (number);
+  /**
+   * The fallback chain's name (named like a dependency; empty: not counted
+   * as a chain) and the position of dependencies[0] in the caller's full
+   * chain (0-based; nonzero for a client that moved on after a failed call
+   * or skipped candidates). The decision is counted in
+   * breakerd_chain_decisions_total{chain,tier}: the granted candidate's
+   * tier, or "none" when every candidate was refused.
+   */
+  'chain': (string);
+  'first_tier': (number);
 }

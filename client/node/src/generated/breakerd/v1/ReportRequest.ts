@@ -30,6 +30,14 @@ export interface ReportRequest {
    * The upstream's Retry-After, if any: an opening cooldown is at least this.
    */
   'retry_after'?: (_google_protobuf_Duration | null);
+  /**
+   * For a call granted through a fallback chain: the chain's name (named
+   * like a dependency; empty: not part of a chain) and the granted
+   * dependency's position in the caller's full chain (0-based). Counted in
+   * breakerd_chain_outcomes_total{chain,tier,class}.
+   */
+  'chain'?: (string);
+  'tier'?: (number);
   '_grpc_code'?: "grpc_code";
 }
 
@@ -59,5 +67,13 @@ export interface ReportRequest__Output {
    * The upstream's Retry-After, if any: an opening cooldown is at least this.
    */
   'retry_after': (_google_protobuf_Duration__Output | null);
+  /**
+   * For a call granted through a fallback chain: the chain's name (named
+   * like a dependency; empty: not part of a chain) and the granted
+   * dependency's position in the caller's full chain (0-based). Counted in
+   * breakerd_chain_outcomes_total{chain,tier,class}.
+   */
+  'chain': (string);
+  'tier': (number);
   '_grpc_code'?: "grpc_code";
 }

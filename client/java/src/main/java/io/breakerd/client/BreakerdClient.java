@@ -314,11 +314,41 @@ public final class BreakerdClient implements AutoCloseable {
    * @throws ClientClosedException if the client is closed
    */
   public Permit acquireFirst(List<String> dependencies) {
-    Decision d = uninterruptibly(() -> decideFirst(dependencies, 0, false));
+    Decision d = uninterruptibly(() -> decideFirst(dependencies, 0, false, null, 0));
     if (!d.allowed()) {
       throw new BreakerOpenException(d);
     }
     return new Permit(this, d);
+  }
+
+  /**
+   * Like {@link #acquireFirst(List)}, for the named fallback chain {@code chain}:
+   * {@code dependencies} are the candidates left of the caller's full chain,
+   * the first of them at position {@code firstTier} (0-based) in it. All of
+   * them go to breakerd, even those the Watch cache knows to be open, with the
+   * chain's name and first tier, so that breakerd counts the decision in
+   * {@code breakerd_chain_decisions_total{chain,tier}} (tier {@code none} when it
+   * refuses every one); the permit's Report carries the chain and the granted
+   * dependency's tier ({@code breakerd_chain_outcomes_total}). While breakerd
+   * is away, or when it does not answer, the decision is made as by
+   * {@link #acquireFirst(List)}.
+   *
+   * @param chain the chain's name, named like a dependency
+   * @param firstTier where {@code dependencies.get(0)} sits in the full chain, 0-based
+   * @throws IllegalArgumentException if {@code chain} is not a valid name (before any RPC),
+   *     or {@code firstTier} is negative
+   */
+  public Permit acquireFirst(String chain, List<String> dependencies, int firstTier) {
+    Names.check(chain, "chain");
+    if (firstTier < 0) {
+      throw new IllegalArgumentException("firstTier must be >= 0, got " + firstTier);
+    }
+    List<String> sent = List.copyOf(dependencies);
+    Decision d = uninterruptibly(() -> decideFirst(sent, 0, false, chain, firstTier));
+    if (!d.allowed()) {
+      throw new BreakerOpenException(d);
+    }
+    return new Permit(this, d, chainTier(chain, firstTier, sent, d.dependency()));
   }
 
   /**
@@ -407,6 +437,10 @@ public final class BreakerdClient implements AutoCloseable {
    * call's error is thrown (or its result returned). Interrupts and close are
    * handled as by {@link #call(String, Callable)}.
    *
+   * <p>Dependencies the Watch cache knows to be open are skipped without
+   * asking breakerd; to have breakerd count the chain, name it with
+   * {@link #first(String, List, DependencyCall)}.
+   *
    * @throws BreakerOpenException when no remaining dependency is granted
    */
   public <T> T first(List<String> dependencies, DependencyCall<T> call) throws Exception {
@@ -417,29 +451,76 @@ public final class BreakerdClient implements AutoCloseable {
   public <T> T first(
       List<String> dependencies, DependencyCall<T> call, Classifier<? super T> classifier)
       throws Exception {
+    return runChain(null, dependencies, call, classifier);
+  }
+
+  /**
+   * Like {@link #first(List, DependencyCall)}, for a fallback chain named
+   * {@code chain}, which breakerd counts: every AcquireFirst, the first and
+   * the one after a failed call worth moving on from, asks breakerd with all
+   * the dependencies left (even those the Watch cache knows to be open), the
+   * chain's name and the position of the first of them in
+   * {@code dependencies}, as {@link #acquireFirst(String, List, int)} does.
+   * breakerd counts each decision in
+   * {@code breakerd_chain_decisions_total{chain,tier}} (tier {@code none} when
+   * it refuses every one: the caller's last resort), and each call's Report
+   * carries the chain and the granted dependency's tier
+   * ({@code breakerd_chain_outcomes_total{chain,tier,class}}). While breakerd is
+   * away, or when it does not answer, the chain goes on as without a name.
+   *
+   * @param chain the chain's name, named like a dependency
+   * @throws IllegalArgumentException if {@code chain} is not a valid name (before any RPC)
+   */
+  public <T> T first(String chain, List<String> dependencies, DependencyCall<T> call)
+      throws Exception {
+    return first(chain, dependencies, call, Classifier.standard());
+  }
+
+  /** Like {@link #first(String, List, DependencyCall)}, with the outcome from {@code classifier}. */
+  public <T> T first(String chain, List<String> dependencies, DependencyCall<T> call,
+      Classifier<? super T> classifier) throws Exception {
+    return runChain(Names.check(chain, "chain"), dependencies, call, classifier);
+  }
+
+  /** The fallback chain of {@link #first}; {@code chain} null: not named. */
+  private <T> T runChain(String chain, List<String> dependencies, DependencyCall<T> call,
+      Classifier<? super T> classifier) throws Exception {
     Objects.requireNonNull(call, "call");
     Objects.requireNonNull(classifier, "classifier");
-    List<String> remaining = List.copyOf(dependencies);
-    if (remaining.isEmpty()) {
+    List<String> all = List.copyOf(dependencies);
+    if (all.isEmpty()) {
       throw new IllegalArgumentException("dependencies must not be empty");
     }
     Attempt<T> last = null;
-    while (!remaining.isEmpty()) {
-      Decision d = decideFirst(remaining, 0, true);
+    int firstTier = 0; // where the remaining dependencies start in all
+    while (firstTier < all.size()) {
+      List<String> remaining = all.subList(firstTier, all.size());
+      Decision d = decideFirst(remaining, 0, true, chain, firstTier);
       if (!d.allowed()) {
         throw refused(d, last);
       }
       String granted = d.dependency();
-      try (Permit permit = new Permit(this, d)) {
+      try (Permit permit = new Permit(this, d, chainTier(chain, firstTier, remaining, granted))) {
         last = run(permit, () -> call.call(granted), classifier);
       }
       int index = remaining.indexOf(granted);
       if (!last.worthAnotherTry() || index < 0) {
         break;
       }
-      remaining = remaining.subList(index + 1, remaining.size());
+      firstTier += index + 1;
     }
     return last.get();
+  }
+
+  /**
+   * Where {@code granted} sits in a named chain whose dependencies {@code sent}
+   * start at {@code firstTier}; null without a chain name (or a grant outside
+   * {@code sent}).
+   */
+  private static ChainTier chainTier(
+      String chain, int firstTier, List<String> sent, String granted) {
+    int index = sent.indexOf(granted);
+    return chain == null || index < 0 ? null : new ChainTier(chain, firstTier + index);
   }
 
   /**
@@ -525,7 +606,7 @@ public final class BreakerdClient implements AutoCloseable {
     UnarySender.Rpc<AcquireRequest, AcquireResponse> rpc =
         sender.newRpc(BreakerGrpc.getAcquireMethod(), req, false, late -> {
           if (late.getAllowed()) {
-            latePermit(dependency, late.getPermit(), startNanos);
+            latePermit(dependency, late.getPermit(), startNanos, null);
           }
         });
     AcquireResponse r;
@@ -548,60 +629,55 @@ public final class BreakerdClient implements AutoCloseable {
         Decision.Source.SIDECAR);
   }
 
-  /** Like {@link #decide}, for the first grantable of {@code dependencies}. */
-  private Decision decideFirst(List<String> dependencies, int attempt, boolean interruptible)
-      throws InterruptedException {
+  /**
+   * Like {@link #decide}, for the first grantable of {@code dependencies}.
+   * Without a chain name ({@code chain} null) the dependencies the Watch cache
+   * refuses are dropped before the RPC, and none left is a LOCAL refusal. With
+   * one, breakerd gets them all, with {@code chain} and {@code firstTier}, so
+   * that it counts every decision of the chain ({@code none} too); the cache
+   * is used only while breakerd is away or when it does not answer, as
+   * without a name.
+   */
+  private Decision decideFirst(List<String> dependencies, int attempt, boolean interruptible,
+      String chain, int firstTier) throws InterruptedException {
     if (dependencies.isEmpty()) {
       throw new IllegalArgumentException("dependencies must not be empty");
     }
     checkOpen();
-    List<String> candidates = new ArrayList<>(dependencies.size());
-    Decision lastLocal = null;
-    Duration shortestLocal = null;
-    for (String dependency : dependencies) {
-      Decision local = watch == null ? null : watch.refusal(Objects.requireNonNull(dependency));
-      if (local == null) {
-        candidates.add(dependency);
-        continue;
-      }
-      lastLocal = local;
-      if (local.reason() == RejectReason.OPEN
-          && (shortestLocal == null || local.retryAfter().compareTo(shortestLocal) < 0)) {
-        shortestLocal = local.retryAfter();
-      }
+    Filtered local = filter(dependencies);
+    if (away.get() || (chain == null && local.candidates().isEmpty())) {
+      return withoutSidecar(local, true);
     }
-    Duration localWait = shortestLocal == null ? Duration.ZERO : shortestLocal;
-    if (candidates.isEmpty()) {
-      localRejections.increment();
-      return new Decision(false, 0, false, lastLocal.state(), lastLocal.reason(), localWait, "",
-          Decision.Source.LOCAL);
+    List<String> sent = chain == null ? local.candidates() : dependencies;
+    AcquireFirstRequest.Builder req = AcquireFirstRequest.newBuilder()
+        .addAllDependencies(sent)
+        .setAttempt(attempt);
+    if (chain != null) {
+      req.setChain(chain).setFirstTier(firstTier);
     }
-    if (away.get()) {
-      return notSent(candidates.get(0));
-    }
-    AcquireFirstRequest req = AcquireFirstRequest.newBuilder()
-        .addAllDependencies(candidates)
-        .setAttempt(attempt)
-        .build();
     long startNanos = System.nanoTime();
     UnarySender.Rpc<AcquireFirstRequest, AcquireFirstResponse> rpc =
-        sender.newRpc(BreakerGrpc.getAcquireFirstMethod(), req, false, late -> {
+        sender.newRpc(BreakerGrpc.getAcquireFirstMethod(), req.build(), false, late -> {
           if (late.getAllowed()) {
-            latePermit(late.getDependency(), late.getPermit(), startNanos);
+            latePermit(late.getDependency(), late.getPermit(), startNanos,
+                chainTier(chain, firstTier, sent, late.getDependency()));
           }
         });
     AcquireFirstResponse r;
     try {
-      r = sender.await(rpc, interruptible, String.join(", ", candidates));
+      r = sender.await(rpc, interruptible, String.join(", ", sent));
     } catch (StatusRuntimeException e) {
-      return unanswered(e, candidates.get(0), rpc.writtenNanos());
+      noteUnanswered(e, rpc.writtenNanos());
+      return withoutSidecar(local, false);
     } catch (UnarySender.NotSent e) {
-      return notSent(candidates.get(0));
+      return withoutSidecar(local, true);
     }
     answered();
     Duration retryAfter = Protos.duration(r.getRetryAfter());
-    if (!r.getAllowed() && shortestLocal != null && shortestLocal.compareTo(retryAfter) < 0) {
-      retryAfter = shortestLocal;
+    Duration shortestLocal = local.shortestOpen();
+    if (chain == null && !r.getAllowed() && shortestLocal != null
+        && shortestLocal.compareTo(retryAfter) < 0) {
+      retryAfter = shortestLocal; // a dropped dependency reopens sooner
     }
     return new Decision(
         r.getAllowed(),
@@ -615,22 +691,69 @@ public final class BreakerdClient implements AutoCloseable {
   }
 
   /**
+   * What the Watch cache leaves of a list of candidates.
+   *
+   * @param candidates those it does not refuse, in order
+   * @param lastRefusal its last refusal, null if none
+   * @param shortestOpen the shortest wait of those it refuses as OPEN, null if none
+   */
+  private record Filtered(List<String> candidates, Decision lastRefusal, Duration shortestOpen) {}
+
+  private Filtered filter(List<String> dependencies) {
+    List<String> candidates = new ArrayList<>(dependencies.size());
+    Decision lastLocal = null;
+    Duration shortestLocal = null;
+    for (String dependency : dependencies) {
+      Decision local = watch == null ? null : watch.refusal(Objects.requireNonNull(dependency));
+      if (local == null) {
+        candidates.add(Objects.requireNonNull(dependency));
+        continue;
+      }
+      lastLocal = local;
+      if (local.reason() == RejectReason.OPEN
+          && (shortestLocal == null || local.retryAfter().compareTo(shortestLocal) < 0)) {
+        shortestLocal = local.retryAfter();
+      }
+    }
+    return new Filtered(candidates, lastLocal, shortestLocal);
+  }
+
+  /**
+   * An AcquireFirst decided without breakerd: a LOCAL refusal when the Watch
+   * cache refuses every candidate, else the fail mode's decision for the first
+   * it does not ({@code notSent}: no RPC was made, counted in away_decisions).
+   */
+  private Decision withoutSidecar(Filtered local, boolean notSent) {
+    checkOpen();
+    if (local.candidates().isEmpty()) {
+      localRejections.increment();
+      Decision last = local.lastRefusal();
+      Duration wait = local.shortestOpen() == null ? Duration.ZERO : local.shortestOpen();
+      return new Decision(false, 0, false, last.state(), last.reason(), wait, "",
+          Decision.Source.LOCAL);
+    }
+    String first = local.candidates().get(0);
+    return notSent ? notSent(first) : failed(first);
+  }
+
+  /**
    * Sends the Report for an allowed decision and waits until it is answered (or
    * counted as an error); never throws for an RPC failure, never heeds the
    * thread's interrupt flag (kept).
    */
-  void report(Decision decision, Outcome outcome, Duration latency) {
-    UnarySender.joinUninterruptibly(sendReport(decision, outcome, latency, false));
+  void report(Decision decision, ChainTier chainTier, Outcome outcome, Duration latency) {
+    UnarySender.joinUninterruptibly(sendReport(decision, chainTier, outcome, latency, false));
   }
 
   /**
-   * Starts the Report for an allowed decision (when the window has room).
+   * Starts the Report for an allowed decision (when the window has room), with
+   * its chain and tier when {@code chainTier} is not null.
    * {@code keep}: sent even while breakerd is away (a late permit going back).
    *
    * @return completes once the Report is answered or counted in report_errors
    */
   private CompletableFuture<Void> sendReport(
-      Decision decision, Outcome outcome, Duration latency, boolean keep) {
+      Decision decision, ChainTier chainTier, Outcome outcome, Duration latency, boolean keep) {
     if (decision.permit() == 0) {
       return CompletableFuture.completedFuture(null); // fail-open: nothing to report against
     }
@@ -651,6 +774,9 @@ public final class BreakerdClient implements AutoCloseable {
     }
     if (!outcome.retryAfter().isZero()) {
       req.setRetryAfter(Protos.duration(outcome.retryAfter()));
+    }
+    if (chainTier != null) {
+      req.setChain(chainTier.chain()).setTier(chainTier.tier());
     }
     HeldReport report = new HeldReport(decision, req.build());
     if (away.get() && !keep) {
@@ -747,10 +873,11 @@ public final class BreakerdClient implements AutoCloseable {
    * waiting, even while breakerd is away, so that breakerd does not hold it (a
    * lost probe permit would refuse the dependency for its lease).
    */
-  private void latePermit(String dependency, long permit, long startNanos) {
+  private void latePermit(String dependency, long permit, long startNanos, ChainTier chainTier) {
     Decision late = new Decision(true, permit, false, State.UNKNOWN, RejectReason.NONE,
         Duration.ZERO, dependency, Decision.Source.SIDECAR);
-    sendReport(late, Outcome.cancelled(), Duration.ofNanos(System.nanoTime() - startNanos), true);
+    sendReport(late, chainTier, Outcome.cancelled(),
+        Duration.ofNanos(System.nanoTime() - startNanos), true);
   }
 
   /** A rate-limited log of one condition's changes, written on the client's thread. */
@@ -806,6 +933,15 @@ public final class BreakerdClient implements AutoCloseable {
    * late answer: only this decision fails open.
    */
   private Decision unanswered(StatusRuntimeException e, String dependency, long writtenNanos) {
+    noteUnanswered(e, writtenNanos);
+    return failed(dependency);
+  }
+
+  /**
+   * {@link #unanswered}'s bookkeeping: throws for INVALID_ARGUMENT (and when
+   * closed), marks breakerd away or logs the late answer.
+   */
+  private void noteUnanswered(StatusRuntimeException e, long writtenNanos) {
     checkOpen(); // closed meanwhile: the channel's shutdown failed the RPC
     Status status = e.getStatus();
     Status.Code code = status.getCode();
@@ -831,7 +967,6 @@ public final class BreakerdClient implements AutoCloseable {
       sidecarLog.wrong(Level.WARNING, "breakerd at " + target + " did not answer ("
           + Protos.describe(status) + "): failing " + failing + " until it does");
     }
-    return failed(dependency);
   }
 
   /** A decision made without an RPC: away (counted), or closed (thrown). */

@@ -31,7 +31,9 @@ import java.util.concurrent.Callable;
  * {@link #call(Callable)}, or, without it, to the report. Reports never wait
  * on the thread's interrupt flag (an interrupted thread still reports). Thread-safe:
  * of concurrent reports exactly one is sent. A Report's failure never reaches the
- * caller (it is counted in {@link Stats#reportErrors()}).
+ * caller (it is counted in {@link Stats#reportErrors()}). A permit granted
+ * through a named fallback chain ({@link BreakerdClient#acquireFirst(String,
+ * java.util.List, int)}) reports its chain and tier with the outcome.
  */
 public final class Permit implements AutoCloseable {
   private enum Stage {
@@ -48,6 +50,8 @@ public final class Permit implements AutoCloseable {
   // Constant after construction.
   private final BreakerdClient client;
   private final Decision decision;
+  /** Null unless granted through a named fallback chain. */
+  private final ChainTier chainTier;
   private final long startNanos;
 
   private final Object lock = new Object();
@@ -55,8 +59,14 @@ public final class Permit implements AutoCloseable {
   private long callNanos; // guarded by lock: the returned call's latency (stage RETURNED)
 
   Permit(BreakerdClient client, Decision decision) {
+    this(client, decision, null);
+  }
+
+  /** {@code chainTier}: where a permit granted through a named chain sits in it, else null. */
+  Permit(BreakerdClient client, Decision decision, ChainTier chainTier) {
     this.client = client;
     this.decision = decision;
+    this.chainTier = chainTier;
     this.startNanos = System.nanoTime();
   }
 
@@ -164,7 +174,7 @@ public final class Permit implements AutoCloseable {
       }
       stage = Stage.REPORTED;
     }
-    client.report(decision, outcome, latency);
+    client.report(decision, chainTier, outcome, latency);
   }
 
   /**
@@ -184,7 +194,7 @@ public final class Permit implements AutoCloseable {
       latency = was == Stage.RETURNED ? callNanos : System.nanoTime() - startNanos;
     }
     Outcome outcome = was == Stage.RETURNED ? Outcome.success() : Outcome.cancelled();
-    client.report(decision, outcome, Duration.ofNanos(latency));
+    client.report(decision, chainTier, outcome, Duration.ofNanos(latency));
   }
 
   /** Sends {@code outcome} unless a report got there first (e.g. close from another thread). */
@@ -195,7 +205,7 @@ public final class Permit implements AutoCloseable {
       }
       stage = Stage.REPORTED;
     }
-    client.report(decision, outcome, Duration.ofNanos(latencyNanos));
+    client.report(decision, chainTier, outcome, Duration.ofNanos(latencyNanos));
   }
 
   /**
