@@ -197,9 +197,16 @@ absl::StatusOr<AcquireResult> Registry::Acquire(absl::string_view dependency,
   return AcquireValidated(dependency, attempt);  // WithBreaker validates
 }
 
-static absl::Status ValidateChain(absl::string_view chain, uint64_t last_tier,
+// A chain's name and the tier of its first candidate (`first_tier`) and of
+// its last (`last_tier`); `tier_field` is the request's field.
+static absl::Status ValidateChain(absl::string_view chain, uint32_t first_tier,
+                                  uint64_t last_tier,
                                   absl::string_view tier_field) {
-  if (chain.empty()) return absl::OkStatus();
+  if (chain.empty()) {
+    if (first_tier == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        tier_field, ": ", first_tier, " needs a chain name (chain is empty)"));
+  }
   if (absl::Status s = ValidateDependency(chain, "chain"); !s.ok()) return s;
   if (last_tier > kMaxChainTier) {
     return absl::InvalidArgumentError(
@@ -229,8 +236,8 @@ absl::StatusOr<AcquireFirstResult> Registry::AcquireFirst(
     }
   }
   if (absl::Status s = ValidateChain(
-          chain.chain, uint64_t{chain.first_tier} + dependencies.size() - 1,
-          "first_tier");
+          chain.chain, chain.first_tier,
+          uint64_t{chain.first_tier} + dependencies.size() - 1, "first_tier");
       !s.ok()) {
     return s;
   }
@@ -294,7 +301,8 @@ absl::StatusOr<ReportResult> Registry::Report(absl::string_view dependency,
   if (facts.retry_after < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("retry_after: must not be negative");
   }
-  if (absl::Status s = ValidateChain(facts.chain, facts.tier, "tier");
+  if (absl::Status s =
+          ValidateChain(facts.chain, facts.tier, facts.tier, "tier");
       !s.ok()) {
     return s;
   }

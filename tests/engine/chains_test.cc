@@ -151,6 +151,13 @@ TEST_F(ChainsTest, BadChainsAndTiersAreRefusedChangingNothing) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("chain:"), std::string::npos)
       << r.status();
+  // A tier without a chain is a mistake, not a default.
+  r = registry_.AcquireFirst({"dep"}, 0, {"", 3});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(
+                "first_tier: 3 needs a chain name (chain is empty)"),
+            std::string::npos)
+      << r.status();
   // Tiers run 0..63: two candidates from 62 reach 63, from 63 they pass it.
   EXPECT_TRUE(registry_.AcquireFirst({"a", "b"}, 0, {"c", 62}).ok());
   r = registry_.AcquireFirst({"x", "y"}, 0, {"c", 63});
@@ -165,6 +172,11 @@ TEST_F(ChainsTest, BadChainsAndTiersAreRefusedChangingNothing) {
       registry_.Report("a", a->permit, Facts(OutcomeClass::kSuccess, "c", 64));
   ASSERT_FALSE(rep.ok());
   EXPECT_NE(rep.status().message().find("tier:"), std::string::npos);
+  rep = registry_.Report("a", a->permit, Facts(OutcomeClass::kSuccess, "", 1));
+  ASSERT_FALSE(rep.ok());
+  EXPECT_NE(rep.status().message().find("tier: 1 needs a chain name"),
+            std::string::npos)
+      << rep.status();
   // The refused Report changed nothing: the permit still reports.
   EXPECT_TRUE(
       registry_.Report("a", a->permit, Facts(OutcomeClass::kSuccess)).ok());

@@ -467,7 +467,8 @@ type ReportRequest struct {
 	// For a call granted through a fallback chain: the chain's name (named
 	// like a dependency; empty: not part of a chain) and the granted
 	// dependency's position in the caller's full chain (0-based). Counted in
-	// breakerd_chain_outcomes_total{chain,tier,class}.
+	// breakerd_chain_outcomes_total{chain,tier,class}. Tiers are 0 to 63; a
+	// tier without a chain is refused.
 	Chain         string `protobuf:"bytes,8,opt,name=chain,proto3" json:"chain,omitempty"`
 	Tier          uint32 `protobuf:"varint,9,opt,name=tier,proto3" json:"tier,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -630,7 +631,10 @@ type AcquireFirstRequest struct {
 	// chain (0-based; nonzero for a client that moved on after a failed call
 	// or skipped candidates). The decision is counted in
 	// breakerd_chain_decisions_total{chain,tier}: the granted candidate's
-	// tier, or "none" when every candidate was refused.
+	// tier, or "none" when every candidate was refused. Tiers are 0 to 63: a
+	// request whose last candidate would be past 63 is refused whole (even if
+	// an earlier candidate would be granted), and so is a first_tier without
+	// a chain.
 	Chain         string `protobuf:"bytes,3,opt,name=chain,proto3" json:"chain,omitempty"`
 	FirstTier     uint32 `protobuf:"varint,4,opt,name=first_tier,json=firstTier,proto3" json:"first_tier,omitempty"`
 	unknownFields protoimpl.UnknownFields

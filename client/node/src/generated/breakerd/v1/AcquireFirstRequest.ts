@@ -13,7 +13,10 @@ export interface AcquireFirstRequest {
    * chain (0-based; nonzero for a client that moved on after a failed call
    * or skipped candidates). The decision is counted in
    * breakerd_chain_decisions_total{chain,tier}: the granted candidate's
-   * tier, or "none" when every candidate was refused.
+   * tier, or "none" when every candidate was refused. Tiers are 0 to 63: a
+   * request whose last candidate would be past 63 is refused whole (even if
+   * an earlier candidate would be granted), and so is a first_tier without
+   * a chain.
    */
   'chain'?: (string);
   'first_tier'?: (number);
@@ -31,7 +34,10 @@ export interface AcquireFirstRequest__Output {
    * chain (0-based; nonzero for a client that moved on after a failed call
    * or skipped candidates). The decision is counted in
    * breakerd_chain_decisions_total{chain,tier}: the granted candidate's
-   * tier, or "none" when every candidate was refused.
+   * tier, or "none" when every candidate was refused. Tiers are 0 to 63: a
+   * request whose last candidate would be past 63 is refused whole (even if
+   * an earlier candidate would be granted), and so is a first_tier without
+   * a chain.
    */
   'chain': (string);
   'first_tier': (number);

@@ -34,7 +34,8 @@ export interface ReportRequest {
    * For a call granted through a fallback chain: the chain's name (named
    * like a dependency; empty: not part of a chain) and the granted
    * dependency's position in the caller's full chain (0-based). Counted in
-   * breakerd_chain_outcomes_total{chain,tier,class}.
+   * breakerd_chain_outcomes_total{chain,tier,class}. Tiers are 0 to 63; a
+   * tier without a chain is refused.
    */
   'chain'?: (string);
   'tier'?: (number);
@@ -71,7 +72,8 @@ export interface ReportRequest__Output {
    * For a call granted through a fallback chain: the chain's name (named
    * like a dependency; empty: not part of a chain) and the granted
    * dependency's position in the caller's full chain (0-based). Counted in
-   * breakerd_chain_outcomes_total{chain,tier,class}.
+   * breakerd_chain_outcomes_total{chain,tier,class}. Tiers are 0 to 63; a
+   * tier without a chain is refused.
    */
   'chain': (string);
   'tier': (number);
