@@ -1254,19 +1254,23 @@ class Session {
     const uint32_t attempt = ConsumeAttempt(fdp);
     std::map<std::string, std::optional<BreakerSnapshot>> before;
     for (const std::string& n : names) before[n] = Get(n);
-    // Which candidates the Registry will ask, in order: up to the one
-    // granted, or up to the first it cannot create (max_breakers).
+    // Which candidates the Registry decides, in order: each name once (at
+    // its first place), passing over those it cannot create (max_breakers).
     size_t creatable = set_->limits.max_breakers - registry_.size();
     std::set<std::string> exist;
     for (const auto& [n, s] : before) {
       if (s.has_value()) exist.insert(n);
     }
-    size_t askable = 0;
-    for (; askable < names.size(); ++askable) {
-      if (exist.count(names[askable]) == 1) continue;
-      if (creatable == 0) break;
-      --creatable;
-      exist.insert(names[askable]);
+    std::vector<size_t> decidable;
+    std::set<std::string> named;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!named.insert(names[i]).second) continue;  // a repeat
+      if (exist.count(names[i]) == 0) {
+        if (creatable == 0) continue;  // skipped at the cap
+        --creatable;
+        exist.insert(names[i]);
+      }
+      decidable.push_back(i);
     }
     const absl::StatusOr<AcquireFirstResult> r =
         registry_.AcquireFirst(names, attempt);
@@ -1284,18 +1288,25 @@ class Session {
       FUZZ_CHECK(absl::IsInvalidArgument(r.status()), what());
       return;
     }
-    size_t asked = askable;
+    std::vector<size_t> asked = decidable;
     if (r.ok()) {
-      FUZZ_CHECK(r->granted >= -1 && r->granted < static_cast<int>(askable),
-                 what(), " (", askable, " askable)");
-      FUZZ_CHECK(r->granted >= 0 || askable == names.size(), what());
+      FUZZ_CHECK(!decidable.empty(), what());
+      FUZZ_CHECK(
+          r->granted == -1 ||
+              std::find(decidable.begin(), decidable.end(),
+                        static_cast<size_t>(r->granted)) != decidable.end(),
+          what(), " (", decidable.size(), " decidable)");
       FUZZ_CHECK(r->result.allowed == (r->granted >= 0), what());
       FUZZ_CHECK(r->result.allowed == (r->result.permit != 0), what());
-      if (r->granted >= 0) asked = static_cast<size_t>(r->granted) + 1;
+      if (r->granted >= 0) {
+        asked.erase(std::find(asked.begin(), asked.end(),
+                              static_cast<size_t>(r->granted)) +
+                        1,
+                    asked.end());
+      }
     } else {
-      FUZZ_CHECK(
-          absl::IsResourceExhausted(r.status()) && askable < names.size(),
-          what());
+      FUZZ_CHECK(absl::IsResourceExhausted(r.status()) && decidable.empty(),
+                 what());
     }
 
     // Each candidate asked, in order, against the models: all refused but
@@ -1304,7 +1315,7 @@ class Session {
     std::map<std::string, BreakerSnapshot> views;
     std::map<std::string, std::vector<AcquirePlan>> plans;
     std::map<std::string, uint64_t> times;
-    for (size_t i = 0; i < asked; ++i) {
+    for (const size_t i : asked) {
       const std::string& n = names[i];
       used_.insert(n);
       ++times[n];
@@ -1327,8 +1338,8 @@ class Session {
       } else {
         FUZZ_CHECK(plan.MayReject() && PolicyOf(n).mode == Mode::kEnforce,
                    one(), " was refused");
-        if (r.ok() && i + 1 == names.size()) {
-          // None granted: the last candidate's answer.
+        if (r.ok() && i == asked.back()) {
+          // None granted: the last candidate decided's answer.
           FUZZ_CHECK(r->result.state == plan.state && !r->result.allowed &&
                          r->result.reason != RejectReason::kNone &&
                          plan.Allows(r->result.reason),

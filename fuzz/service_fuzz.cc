@@ -1090,8 +1090,8 @@ class Session {
     std::map<std::string, int> last_state;
     for (size_t i = 0; i < owed; ++i) {
       v1::StateChange c;
-      FUZZ_CHECK(w.reader->Read(&c), w.what, " ended after ", i, " of ", owed,
-                 " messages: ", StatusText(w.reader->Finish()));
+      FUZZ_CHECK(ReadPastNotices(w, &c), w.what, " ended after ", i, " of ",
+                 owed, " messages: ", StatusText(w.reader->Finish()));
       const std::string what =
           absl::StrCat(w.what, " message ", i, ": ", c.ShortDebugString());
       FUZZ_CHECK(c.state() >= 1 && c.state() <= 5, what);
@@ -1159,7 +1159,7 @@ class Session {
     bool transitions_started = false;
     for (size_t i = 0; owed(); ++i) {
       v1::StateChange c;
-      FUZZ_CHECK(w.reader->Read(&c), w.what, " ended after ", i,
+      FUZZ_CHECK(ReadPastNotices(w, &c), w.what, " ended after ", i,
                  " messages: ", StatusText(w.reader->Finish()));
       const std::string what =
           absl::StrCat(w.what, " message ", i, ": ", c.ShortDebugString());
@@ -1193,6 +1193,22 @@ class Session {
       CheckLastSent(w, name, last[name], last_state[name], *s);
     }
     CancelAndDrain(w);
+  }
+
+  // The next message of `w` that is not a notice for local decisions
+  // (created, evicted, ramp_done: not state changes, so not owed), checking
+  // each notice read past: at the state it tells, and an evicted breaker
+  // never open to local decisions. False when the stream ends.
+  bool ReadPastNotices(OpenWatch& w, v1::StateChange* c) {
+    while (w.reader->Read(c)) {
+      const std::string& r = c->reason();
+      if (r != "created" && r != "evicted" && r != "ramp_done") return true;
+      FUZZ_CHECK(c->previous() == c->state(), w.what, " notice ",
+                 c->ShortDebugString());
+      FUZZ_CHECK(r != "evicted" || !c->local_decisions(), w.what, " notice ",
+                 c->ShortDebugString());
+    }
+    return false;
   }
 
   // The last message sent for `name` says its current generation and state

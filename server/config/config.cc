@@ -526,12 +526,13 @@ constexpr absl::string_view kPolicyKeys[] = {
     "cooldown",     "probe",
     "rate_limited", "retry_budget",
     "inflight",     "recovery",
-    "fleet"};
+    "fleet",        "local_decisions"};
 constexpr absl::string_view kPolicyKeysWithMatch[] = {
-    "match",        "mode",           "consecutive_failures",
-    "failure_rate", "slow_call_rate", "cooldown",
-    "probe",        "rate_limited",   "retry_budget",
-    "inflight",     "recovery",       "fleet"};
+    "match",          "mode",           "consecutive_failures",
+    "failure_rate",   "slow_call_rate", "cooldown",
+    "probe",          "rate_limited",   "retry_budget",
+    "inflight",       "recovery",       "fleet",
+    "local_decisions"};
 
 // The longest recovery.ramp. An hour, like the longest failure_rate.window
 // and retry_budget.ttl: a longer ramp is more likely a slip (10h for 10m)
@@ -585,6 +586,7 @@ void ApplyPolicyFields(Context* ctx, const Fields& fields,
   SetEnum<Mode>(ctx, fields, path, "mode",
                 {{"enforce", Mode::kEnforce}, {"shadow", Mode::kShadow}},
                 &p->mode);
+  SetBool(ctx, fields, path, "local_decisions", &p->local_decisions);
   SetInt(ctx, fields, path, "consecutive_failures", 0, 1000000,
          &p->consecutive_failures);
 

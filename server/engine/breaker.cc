@@ -213,10 +213,13 @@ void Breaker::TendLedger(Instant now, std::optional<Transition>* transition) {
   }
 }
 
-bool Breaker::ReleaseIdleMemory() {
+bool Breaker::ReleaseIdleMemory(std::optional<Transition>* ramp_done) {
   const Instant now = NowInstant();
   // A breaker nobody calls any more must become idle.
-  EndCompletedRamp(now);
+  if (EndCompletedRamp(now) && ramp_done != nullptr) {
+    *ramp_done =
+        Event(now, State::kClosed, State::kClosed, TransitionReason::kRampDone);
+  }
   if (ledger_ == nullptr) return false;
   const bool hang_on = policy_->inflight.hang_after > absl::ZeroDuration();
   ledger_->Expire(now.ns, HorizonNs(),
@@ -249,11 +252,16 @@ double Breaker::RampShare(Instant now) const {
          (1 - start) * static_cast<double>(elapsed) / static_cast<double>(ramp);
 }
 
-bool Breaker::RampAdmits(Instant now, bool retry) {
+bool Breaker::RampAdmits(Instant now, bool retry,
+                         std::optional<Transition>* transition) {
   const double share = RampShare(now);
   if (share >= 1) {
-    // Complete: from here on the breaker is as after any close.
-    EndCompletedRamp(now);
+    // Complete: from here on the breaker is as after any close, and Watch
+    // clients may decide locally again.
+    if (EndCompletedRamp(now) && !transition->has_value()) {
+      *transition = Event(now, State::kClosed, State::kClosed,
+                          TransitionReason::kRampDone);
+    }
     return true;
   }
   if (retry) return false;
@@ -360,6 +368,7 @@ Transition Breaker::Event(Instant now, State from, State to,
   t.window = Window(now);
   t.shadow = policy_->mode == Mode::kShadow;
   t.fleet_local = LocalEpisode();
+  t.local_decisions = LocalDecisions(now, to);
   return t;
 }
 
@@ -373,11 +382,25 @@ void Breaker::ClearHistory() {
   fleet_trip_pending_ = false;
 }
 
-void Breaker::EndCompletedRamp(Instant now) {
-  if (ramp_start_ns_ != 0 && !Ramping(now)) {
-    ramp_start_ns_ = 0;
-    escalation_ = 0;
-  }
+bool Breaker::EndCompletedRamp(Instant now) {
+  if (ramp_start_ns_ == 0 || Ramping(now)) return false;
+  ramp_start_ns_ = 0;
+  escalation_ = 0;
+  return true;
+}
+
+Transition Breaker::Notice(TransitionReason reason) const {
+  const Instant now = NowInstant();
+  const State state = DerivedState(now);
+  Transition t = Event(now, state, state, reason);
+  // An evicted breaker is forgotten: nothing to decide on.
+  if (reason == TransitionReason::kEvicted) t.local_decisions = false;
+  return t;
+}
+
+bool Breaker::LocalDecisions(Instant now, State state) const {
+  return state == State::kClosed && policy_->local_decisions &&
+         policy_->mode != Mode::kShadow && !Ramping(now);
 }
 
 Transition Breaker::Open(Instant now, State from, TransitionReason reason,
@@ -559,7 +582,7 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
       r.reason = RejectReason::kForcedOpen;
       break;
     case State::kClosed:
-      if (ramp_start_ns_ != 0 && !RampAdmits(now, retry)) {
+      if (ramp_start_ns_ != 0 && !RampAdmits(now, retry, transition)) {
         r.reason = RejectReason::kRamp;
         break;
       }
@@ -764,23 +787,8 @@ absl::StatusOr<ReportResult> Breaker::Report(
     return ReportResult{DerivedState(now), Effect::kDuplicate};
   }
 
-  if (in.latency > absl::ZeroDuration()) {
-    const double s = absl::ToDoubleSeconds(in.latency);
-    const auto it = std::lower_bound(kLatencyBucketBounds.begin(),
-                                     kLatencyBucketBounds.end(), s);
-    if (latency_ == nullptr) latency_ = std::make_unique<Latency>();
-    ++latency_->buckets[it - kLatencyBucketBounds.begin()];
-    latency_->sum_seconds += s;
-  }
-
-  const Verdict verdict = VerdictFor(in.outcome, p.rate_limited);
-  const bool slow = p.slow_call_rate.threshold > 0 &&
-                    in.latency >= p.slow_call_rate.duration &&
-                    in.latency > absl::ZeroDuration();
-  const Effect counted = verdict == Verdict::kSuccess ? Effect::kCountedSuccess
-                         : verdict == Verdict::kFailure
-                             ? Effect::kCountedFailure
-                             : Effect::kNeutral;
+  ObserveLatency(in.latency);
+  const auto [verdict, slow, counted] = Count(in);
   const State before = DerivedState(now);
   ReportResult r;
   r.effect = Effect::kLate;
@@ -827,6 +835,95 @@ absl::StatusOr<ReportResult> Breaker::Report(
   return r;
 }
 
+void Breaker::ObserveLatency(absl::Duration latency) {
+  if (latency <= absl::ZeroDuration()) return;
+  const double s = absl::ToDoubleSeconds(latency);
+  const auto it = std::lower_bound(kLatencyBucketBounds.begin(),
+                                   kLatencyBucketBounds.end(), s);
+  if (latency_ == nullptr) latency_ = std::make_unique<Latency>();
+  ++latency_->buckets[it - kLatencyBucketBounds.begin()];
+  latency_->sum_seconds += s;
+}
+
+Breaker::Counted Breaker::Count(const ReportInput& in) const {
+  const Policy& p = *policy_;
+  Counted c;
+  c.verdict = VerdictFor(in.outcome, p.rate_limited);
+  c.slow = p.slow_call_rate.threshold > 0 &&
+           in.latency >= p.slow_call_rate.duration &&
+           in.latency > absl::ZeroDuration();
+  c.effect = c.verdict == Verdict::kSuccess   ? Effect::kCountedSuccess
+             : c.verdict == Verdict::kFailure ? Effect::kCountedFailure
+                                              : Effect::kNeutral;
+  return c;
+}
+
+// --- local decisions ---------------------------------------------------------
+
+Breaker::LocalCounts Breaker::ApplyLocal(
+    uint64_t generation, uint32_t grants,
+    absl::Span<const ReportInput> outcomes,
+    std::optional<Transition>* transition) {
+  const Instant now = NowInstant();
+  last_activity_ns_ = now.ns;
+  if (ledger_ != nullptr && now.ns >= ledger_->due_ns()) {
+    TendLedger(now, transition);
+  }
+  LocalCounts counts;
+  if (generation > generation_) {
+    // Not a generation this breaker has had: invented.
+    counts.refused = static_cast<uint32_t>(outcomes.size());
+    return counts;
+  }
+  Rare& r = rare();
+  if (grants > 0) {
+    // Decisions made: counted whatever became of the calls since, and
+    // deposited in the retry budget as first attempts are.
+    r.rejections[static_cast<int>(Decision::kAllowedLocal) -
+                 acquires_.size()] += grants;
+    budget_.Add(now.ns, BudgetWidth(), kFirsts, grants);
+  }
+  if (r.local_generation != generation_) {
+    r.local_generation = generation_;
+    r.local_grants = 0;
+    r.local_outcomes = 0;
+  }
+  if (generation == generation_ && DerivedState(now) == State::kClosed) {
+    r.local_grants += grants;
+  }
+  for (const ReportInput& in : outcomes) {
+    const uint64_t generation_now = generation_;
+    if (generation < generation_now) {
+      ++r.late[static_cast<int>(in.outcome)];
+      ++counts.late;
+      continue;
+    }
+    if (r.local_outcomes >= r.local_grants) {
+      ++counts.refused;
+      continue;
+    }
+    ++r.local_outcomes;
+    ++counts.counted;
+    ObserveLatency(in.latency);
+    const auto [verdict, slow, effect] = Count(in);
+    ++reports_[ReportSlot(in.outcome, effect)];
+    const auto trip = RecordClosed(now, verdict, slow, /*may_trip=*/true);
+    if (trip.has_value() && !transition->has_value()) {
+      *transition = Open(now, State::kClosed, *trip, in.retry_after);
+    }
+  }
+  return counts;
+}
+
+void Breaker::CountClientDecisions(uint32_t refused_local, uint32_t fail_open,
+                                   uint32_t fail_closed) {
+  if (refused_local + fail_open + fail_closed == 0) return;
+  Rare& r = rare();
+  r.client_refused_local += refused_local;
+  r.client_fail_open += fail_open;
+  r.client_fail_closed += fail_closed;
+}
+
 // --- admin -----------------------------------------------------------------
 
 Transition Breaker::ForceOpen() { return Force(Override::kForcedOpen); }
@@ -857,7 +954,11 @@ std::optional<Transition> Breaker::SetPolicy(
     std::shared_ptr<const Policy> policy) {
   const Instant now = NowInstant();
   const int64_t old_window = WindowWidth(), old_budget = BudgetWidth();
-  const bool mode_changed = policy->mode != policy_->mode;
+  // What a Watch client decides on: the mode, and whether it may decide
+  // (local_decisions, or a ramp the new length ends or restarts).
+  const State state = DerivedState(now);
+  const bool mode_before = policy_->mode == Mode::kShadow;
+  const bool local_before = LocalDecisions(now, state);
   policy_ = std::move(policy);
   CacheWidths();
   if (WindowWidth() != old_window) {
@@ -868,8 +969,10 @@ std::optional<Transition> Breaker::SetPolicy(
   }
   // hang_after may have changed: tend the ledger at the next call.
   if (ledger_ != nullptr) ledger_->set_due_ns(0);
-  if (!mode_changed) return std::nullopt;
-  const State state = DerivedState(now);
+  if (mode_before == (policy_->mode == Mode::kShadow) &&
+      local_before == LocalDecisions(now, state)) {
+    return std::nullopt;
+  }
   return Event(now, state, state, TransitionReason::kReload);
 }
 
@@ -989,6 +1092,7 @@ BreakerSnapshot Breaker::Snapshot() const {
   s.shadow = policy_->mode == Mode::kShadow;
   s.probe_in_flight = s.state == State::kHalfOpen && probe_permit_ != 0 &&
                       now.ns < probe_until_ns_;
+  s.local_decisions = LocalDecisions(now, s.state);
   s.failure_rate_threshold = policy_->failure_rate.threshold;
   s.failure_rate_min_calls = policy_->failure_rate.min_calls;
   s.slow_call_rate_threshold = policy_->slow_call_rate.threshold;
@@ -1019,6 +1123,9 @@ BreakerSnapshot Breaker::Snapshot() const {
   if (rare_ != nullptr) {
     s.transitions = rare_->transitions;
     s.hung_calls = rare_->hung_calls;
+    s.client_refused_local = rare_->client_refused_local;
+    s.client_fail_open = rare_->client_fail_open;
+    s.client_fail_closed = rare_->client_fail_closed;
     s.first_probe_succeeded = rare_->first_probe_succeeded;
     s.first_probe_failed = rare_->first_probe_failed;
     s.open_duration_buckets = rare_->open_duration;

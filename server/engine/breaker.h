@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "server/engine/bucket_ring.h"
 #include "server/engine/clock.h"
 #include "server/engine/outcome.h"
@@ -103,6 +104,31 @@ class Breaker {
   absl::StatusOr<ReportResult> Report(uint64_t permit, const ReportInput& in,
                                       std::optional<Transition>* transition);
 
+  // What ApplyLocal did with a batch's outcomes.
+  struct LocalCounts {
+    uint32_t counted = 0;
+    uint32_t late = 0;
+    uint32_t refused = 0;
+  };
+  // A Watch client's batch for this breaker (ReportBatch): `grants` first
+  // attempts it granted itself while it held `generation` closed, and the
+  // outcomes of such calls. Grants count as decisions (allowed_local) and
+  // retry-budget deposits; in the current generation, while closed, they
+  // add to the generation's grant ledger (cumulative across batches).
+  // Outcomes of the current generation are applied as Reports of closed
+  // permits are (windows, trip rules) while the ledger holds grants they
+  // have not used, and refused beyond them (changing nothing: a batch
+  // cannot invent calls); outcomes of an older generation are late; of a
+  // newer one, refused. If an outcome moves the breaker, *transition is set
+  // and the rest are late.
+  LocalCounts ApplyLocal(uint64_t generation, uint32_t grants,
+                         absl::Span<const ReportInput> outcomes,
+                         std::optional<Transition>* transition);
+  // Decisions a client made without the sidecar, counted
+  // (breakerd_client_decisions_total).
+  void CountClientDecisions(uint32_t refused_local, uint32_t fail_open,
+                            uint32_t fail_closed);
+
   // Operator overrides. Each bumps the generation and returns the transition.
   Transition ForceOpen();
   Transition ForceClose();
@@ -159,8 +185,13 @@ class Breaker {
   // permit is past the horizon), and ends a recovery ramp that has run its
   // course (clearing its escalation, as the next Acquire would). Moves
   // nothing: hung calls are counted only by Acquire and Report. For the
-  // Registry's eviction pass. Returns true if the ledger was freed.
-  bool ReleaseIdleMemory();
+  // Registry's eviction pass. Returns true if the ledger was freed; a ramp
+  // it ended is told in *ramp_done (kRampDone), if given.
+  bool ReleaseIdleMemory(std::optional<Transition>* ramp_done = nullptr);
+
+  // An event that is not a state change (kCreated, kEvicted), for Watch
+  // clients: the breaker as it is now, from == to.
+  Transition Notice(TransitionReason reason) const;
 
  private:
   enum class Override : uint8_t { kNone, kForcedOpen, kForcedClosed };
@@ -209,12 +240,28 @@ class Breaker {
   double RampShare(Instant now) const;
   bool Ramping(Instant now) const { return RampShare(now) < 1; }
   // Admits or refuses a call in a closed breaker that is ramping; ends the
-  // ramp (clearing the escalation) once it is complete.
-  bool RampAdmits(Instant now, bool retry);
+  // ramp (clearing the escalation) once it is complete, telling Watch
+  // clients (kRampDone in *transition, if it holds nothing else).
+  bool RampAdmits(Instant now, bool retry,
+                  std::optional<Transition>* transition);
   // Ends a ramp whose time is over (clearing its escalation), wherever the
   // next call finds it: an Acquire, a trip, an override, the eviction pass.
-  void EndCompletedRamp(Instant now);
+  // Returns true if it ended one.
+  bool EndCompletedRamp(Instant now);
+  // Whether a Watch client may decide first attempts itself once the
+  // breaker is in `state` (Transition::local_decisions).
+  bool LocalDecisions(Instant now, State state) const;
   bool PermitIsOurs(uint64_t permit) const;
+  // Adds a reported latency to the histogram (none for zero).
+  void ObserveLatency(absl::Duration latency);
+  // How a reported outcome counts: its verdict, whether it was slow, and
+  // the effect a counted one has.
+  struct Counted {
+    Verdict verdict;
+    bool slow;
+    Effect effect;
+  };
+  Counted Count(const ReportInput& in) const;
   // Keys this breaker's permits: unique among live breakers.
   uint64_t Identity() const;
   // Recomputes the bucket widths from policy_.
@@ -349,6 +396,14 @@ class Breaker {
     bool first_probe_pending = false;
     uint64_t first_probe_succeeded = 0;
     uint64_t first_probe_failed = 0;
+    // The grant ledger of local decisions: the generation it is for, the
+    // grants batches declared in it and the outcomes applied against them.
+    uint64_t local_generation = 0;
+    uint64_t local_grants = 0;
+    uint64_t local_outcomes = 0;
+    uint64_t client_refused_local = 0;
+    uint64_t client_fail_open = 0;
+    uint64_t client_fail_closed = 0;
     // Episodes closed, by duration (kOpenDurationBucketBounds; last: +Inf).
     std::array<uint64_t, kOpenDurationBuckets + 1> open_duration{};
     double open_duration_sum_seconds = 0;

@@ -29,9 +29,10 @@ ChainStats::Chain& ChainStats::Find(absl::string_view chain) {
   return *slot;
 }
 
-void ChainStats::CountDecision(absl::string_view chain, size_t tier) {
+void ChainStats::CountDecision(absl::string_view chain, size_t tier,
+                               uint64_t count) {
   if (tier > kNoneTier) tier = kNoneTier;
-  Find(chain).decisions[tier].fetch_add(1, std::memory_order_relaxed);
+  Find(chain).decisions[tier].fetch_add(count, std::memory_order_relaxed);
 }
 
 void ChainStats::CountOutcome(absl::string_view chain, size_t tier,

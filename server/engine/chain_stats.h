@@ -50,9 +50,9 @@ class ChainStats {
   ChainStats(const ChainStats&) = delete;
   ChainStats& operator=(const ChainStats&) = delete;
 
-  // One AcquireFirst decision of `chain` (a valid name): granted at `tier`
+  // `count` decisions of `chain` (a valid name): granted at `tier`
   // (<= kMaxChainTier), or none granted (`tier` kNoneTier).
-  void CountDecision(absl::string_view chain, size_t tier);
+  void CountDecision(absl::string_view chain, size_t tier, uint64_t count = 1);
   // One reported outcome of a call granted through `chain` at `tier`.
   void CountOutcome(absl::string_view chain, size_t tier, OutcomeClass c);
 

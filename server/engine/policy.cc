@@ -6,15 +6,16 @@ namespace breakerd {
 
 bool Policy::operator==(const Policy& o) const {
   auto tie = [](const Policy& p) {
-    return std::tie(
-        p.match, p.mode, p.consecutive_failures, p.failure_rate.threshold,
-        p.failure_rate.min_calls, p.failure_rate.window,
-        p.slow_call_rate.threshold, p.slow_call_rate.min_calls,
-        p.slow_call_rate.duration, p.cooldown.base, p.cooldown.max,
-        p.cooldown.jitter, p.probe.lease, p.probe.required_successes,
-        p.rate_limited, p.retry_budget.ratio, p.retry_budget.min_per_second,
-        p.retry_budget.ttl, p.inflight.hang_after, p.recovery.ramp,
-        p.recovery.start_share, p.fleet.share_window, p.fleet.quorum);
+    return std::tie(p.match, p.mode, p.consecutive_failures,
+                    p.failure_rate.threshold, p.failure_rate.min_calls,
+                    p.failure_rate.window, p.slow_call_rate.threshold,
+                    p.slow_call_rate.min_calls, p.slow_call_rate.duration,
+                    p.cooldown.base, p.cooldown.max, p.cooldown.jitter,
+                    p.probe.lease, p.probe.required_successes, p.rate_limited,
+                    p.retry_budget.ratio, p.retry_budget.min_per_second,
+                    p.retry_budget.ttl, p.inflight.hang_after, p.recovery.ramp,
+                    p.recovery.start_share, p.fleet.share_window,
+                    p.fleet.quorum, p.local_decisions);
   };
   return tie(*this) == tie(o);
 }

@@ -41,6 +41,11 @@ struct Policy {
 
   Mode mode = Mode::kEnforce;
 
+  // Watch clients may decide first attempts in process while the breaker
+  // is closed (and not ramping, forced or in shadow mode); false: every
+  // call goes to the sidecar.
+  bool local_decisions = true;
+
   // Opens after this many counted failures in a row; 0 switches it off.
   uint32_t consecutive_failures = 5;
 

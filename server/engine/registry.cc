@@ -145,6 +145,9 @@ auto Registry::WithBreaker(absl::string_view dependency, bool create, Fn&& fn)
     const absl::string_view key = breaker->dependency();
     shard.map.emplace(key, std::move(breaker));
     Remember(shard, where.shard, b);
+    // Watch clients learn of it (and of its generation) before any event
+    // of the call that created it.
+    if (!observers_.empty()) Notify(b->Notice(TransitionReason::kCreated));
     return fn(*b);
   }
 }
@@ -487,8 +490,15 @@ size_t Registry::EvictIdle(size_t* ledgers_released) {
   for (Shard& shard : shards_) {
     SpinLockHolder lock(&shard.mu);
     for (auto it = shard.map.begin(); it != shard.map.end();) {
-      if (it->second->ReleaseIdleMemory()) ++released;
+      std::optional<Transition> ramp_done;
+      if (it->second->ReleaseIdleMemory(&ramp_done)) ++released;
+      if (ramp_done.has_value()) Notify(*ramp_done);
       if (it->second->IsIdle(ttl)) {
+        // Watch clients forget it (a re-created breaker starts above its
+        // generation).
+        if (!observers_.empty()) {
+          Notify(it->second->Notice(TransitionReason::kEvicted));
+        }
         uint64_t floor = generation_floor_.load(std::memory_order_relaxed);
         const uint64_t next = it->second->generation() + 1;
         while (floor < next && !generation_floor_.compare_exchange_weak(
@@ -506,6 +516,196 @@ size_t Registry::EvictIdle(size_t* ledgers_released) {
   count_.fetch_sub(evicted, std::memory_order_relaxed);
   if (ledgers_released != nullptr) *ledgers_released = released;
   return evicted;
+}
+
+// --- local decisions ---------------------------------------------------------
+
+namespace {
+
+// Checks one outcome of a batch (`field` names it); its class on success.
+absl::StatusOr<OutcomeClass> CheckLocalOutcome(const LocalOutcomeFacts& o,
+                                               absl::string_view field) {
+  absl::StatusOr<OutcomeClass> c = Classify(o.outcome);
+  if (!c.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".", c.status().message()));
+  }
+  if (o.latency < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".latency: must not be negative"));
+  }
+  if (o.retry_after < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".retry_after: must not be negative"));
+  }
+  return c;
+}
+
+absl::Status TooMany(absl::string_view field, size_t limit, size_t got) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(field, ": at most ", limit, " in one ReportBatch (got ", got,
+                   "); split it into several batches"));
+}
+
+}  // namespace
+
+bool Registry::FirstTimeBatch(absl::string_view client_id, uint64_t sequence) {
+  const int64_t now = clock_->NowNanos();
+  MutexLock lock(&batches_mu_);
+  auto it = batches_.find(client_id);
+  if (it == batches_.end()) {
+    if (batches_.size() >= kMaxBatchClients) {
+      // Forget the client heard from least recently.
+      auto oldest = batches_.begin();
+      for (auto j = batches_.begin(); j != batches_.end(); ++j) {
+        if (j->second.last_ns < oldest->second.last_ns) oldest = j;
+      }
+      batches_.erase(oldest);
+    }
+    batches_.emplace(std::string(client_id), BatchesSeen{sequence, 1, now});
+    return true;
+  }
+  BatchesSeen& b = it->second;
+  b.last_ns = now;
+  if (sequence > b.highest) {
+    const uint64_t shift = sequence - b.highest;
+    b.seen = shift >= kBatchSequenceWindow ? 0 : b.seen << shift;
+    b.seen |= 1;
+    b.highest = sequence;
+    return true;
+  }
+  const uint64_t back = b.highest - sequence;
+  // Older than the window: whether it was applied is not known any more;
+  // applying it twice would count its calls twice, so it is not applied.
+  if (back >= kBatchSequenceWindow) return false;
+  const uint64_t bit = uint64_t{1} << back;
+  if ((b.seen & bit) != 0) return false;
+  b.seen |= bit;
+  return true;
+}
+
+absl::StatusOr<BatchResult> Registry::ReportBatch(const BatchFacts& batch) {
+  // Everything is checked before anything is applied.
+  if (absl::Status s = ValidateDependency(batch.client_id, "client_id");
+      !s.ok()) {
+    return s;
+  }
+  if (batch.dependencies.size() > kMaxBatchEntries) {
+    return TooMany("dependencies", kMaxBatchEntries, batch.dependencies.size());
+  }
+  if (batch.chains.size() > kMaxBatchEntries) {
+    return TooMany("chains", kMaxBatchEntries, batch.chains.size());
+  }
+  if (batch.decisions.size() > kMaxBatchEntries) {
+    return TooMany("decisions", kMaxBatchEntries, batch.decisions.size());
+  }
+  size_t total = 0;
+  for (const DependencyBatchFacts& d : batch.dependencies) {
+    total += d.outcomes.size();
+  }
+  if (total > kMaxBatchOutcomes) {
+    return TooMany("dependencies[].outcomes", kMaxBatchOutcomes, total);
+  }
+  std::vector<std::vector<ReportInput>> inputs(batch.dependencies.size());
+  for (size_t i = 0; i < batch.dependencies.size(); ++i) {
+    const DependencyBatchFacts& d = batch.dependencies[i];
+    const std::string field = absl::StrCat("dependencies[", i, "]");
+    if (absl::Status s = ValidateDependency(d.dependency,
+                                            absl::StrCat(field, ".dependency"));
+        !s.ok()) {
+      return s;
+    }
+    inputs[i].reserve(d.outcomes.size());
+    for (size_t j = 0; j < d.outcomes.size(); ++j) {
+      const LocalOutcomeFacts& o = d.outcomes[j];
+      const std::string at = absl::StrCat(field, ".outcomes[", j, "]");
+      absl::StatusOr<OutcomeClass> c = CheckLocalOutcome(o, at);
+      if (!c.ok()) return c.status();
+      if (absl::Status s =
+              ValidateChain(o.chain, o.tier, o.tier, absl::StrCat(at, ".tier"));
+          !s.ok()) {
+        return s;
+      }
+      inputs[i].push_back(ReportInput{*c, o.latency, o.retry_after});
+    }
+  }
+  for (size_t i = 0; i < batch.chains.size(); ++i) {
+    const ChainDecisionFacts& c = batch.chains[i];
+    const std::string field = absl::StrCat("chains[", i, "]");
+    if (absl::Status s =
+            ValidateDependency(c.chain, absl::StrCat(field, ".chain"));
+        !s.ok()) {
+      return s;
+    }
+    if (!c.none && c.tier > kMaxChainTier) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".tier: a chain's tiers are 0 to ", kMaxChainTier,
+                       " (got ", c.tier, ")"));
+    }
+  }
+  for (size_t i = 0; i < batch.decisions.size(); ++i) {
+    if (absl::Status s =
+            ValidateDependency(batch.decisions[i].dependency,
+                               absl::StrCat("decisions[", i, "].dependency"));
+        !s.ok()) {
+      return s;
+    }
+  }
+  BatchResult out;
+  if (!FirstTimeBatch(batch.client_id, batch.sequence)) {
+    out.repeated = true;
+    return out;
+  }
+
+  for (size_t i = 0; i < batch.dependencies.size(); ++i) {
+    const DependencyBatchFacts& d = batch.dependencies[i];
+    Breaker::LocalCounts counts;
+    absl::StatusOr<Breaker::LocalCounts> applied =
+        WithBreaker(d.dependency, /*create=*/false, [&](Breaker& b) {
+          std::optional<Transition>& transition = TransitionSlot();
+          Breaker::LocalCounts c =
+              b.ApplyLocal(d.generation, d.grants, inputs[i], &transition);
+          NotifyAndClear(&transition);
+          return c;
+        });
+    if (applied.ok()) {
+      counts = *applied;
+    } else {
+      // No breaker (evicted since): the generation decided on is gone.
+      counts.late = static_cast<uint32_t>(d.outcomes.size());
+    }
+    // The outcomes of calls that were made (counted or late) count in their
+    // chains; refused ones were never granted.
+    const size_t made = counts.counted + counts.late;
+    for (size_t j = 0; j < made && j < d.outcomes.size(); ++j) {
+      const LocalOutcomeFacts& o = d.outcomes[j];
+      if (!o.chain.empty()) {
+        chains_.CountOutcome(o.chain, o.tier, inputs[i][j].outcome);
+      }
+    }
+    out.counted += counts.counted;
+    out.late += counts.late;
+    out.refused += counts.refused;
+  }
+  for (const ChainDecisionFacts& c : batch.chains) {
+    if (c.count == 0) continue;
+    chains_.CountDecision(c.chain, c.none ? ChainStats::kNoneTier : c.tier,
+                          c.count);
+  }
+  for (const ClientDecisionFacts& d : batch.decisions) {
+    if (d.refused_local == 0 && d.fail_open == 0 && d.fail_closed == 0) {
+      continue;
+    }
+    // Past the breaker cap these are not counted (the cap holds).
+    WithBreaker(d.dependency, /*create=*/true, [&](Breaker& b) {
+      b.CountClientDecisions(d.refused_local, d.fail_open, d.fail_closed);
+      return true;
+    }).IgnoreError();
+  }
+  batch_counted_.fetch_add(out.counted, std::memory_order_relaxed);
+  batch_late_.fetch_add(out.late, std::memory_order_relaxed);
+  batch_refused_.fetch_add(out.refused, std::memory_order_relaxed);
+  return out;
 }
 
 }  // namespace breakerd

@@ -77,6 +77,49 @@ struct ChainPosition {
   uint32_t first_tier = 0;
 };
 
+// A ReportBatch (DESIGN.md "Local decisions"), read from the wire; the
+// views point into the request.
+struct LocalOutcomeFacts {
+  RawOutcome outcome;
+  absl::Duration latency = absl::ZeroDuration();
+  absl::Duration retry_after = absl::ZeroDuration();
+  absl::string_view chain;
+  uint32_t tier = 0;
+};
+struct DependencyBatchFacts {
+  absl::string_view dependency;
+  // The generation of the Watch event the client decided on.
+  uint64_t generation = 0;
+  uint32_t grants = 0;
+  std::vector<LocalOutcomeFacts> outcomes;
+};
+struct ChainDecisionFacts {
+  absl::string_view chain;
+  bool none = false;
+  uint32_t tier = 0;
+  uint32_t count = 0;
+};
+struct ClientDecisionFacts {
+  absl::string_view dependency;
+  uint32_t refused_local = 0;
+  uint32_t fail_open = 0;
+  uint32_t fail_closed = 0;
+};
+struct BatchFacts {
+  absl::string_view client_id;
+  uint64_t sequence = 0;
+  std::vector<DependencyBatchFacts> dependencies;
+  std::vector<ChainDecisionFacts> chains;
+  std::vector<ClientDecisionFacts> decisions;
+};
+struct BatchResult {
+  uint32_t counted = 0;
+  uint32_t late = 0;
+  uint32_t refused = 0;
+  // The same client id and sequence was applied already: nothing was.
+  bool repeated = false;
+};
+
 struct AcquireFirstResult {
   // Index into the request's list of the dependency granted; -1 if none.
   int granted = -1;
@@ -132,6 +175,26 @@ class Registry {
   absl::StatusOr<ReportResult> Report(absl::string_view dependency,
                                       uint64_t permit,
                                       const ReportRequestFacts& facts);
+
+  // A Watch client's batch of local decisions (Breaker::ApplyLocal per
+  // dependency; a dependency with no breaker: its outcomes are late),
+  // chain decisions and decisions made without the sidecar (created if
+  // need be, subject to the cap). INVALID_ARGUMENT naming the field before
+  // anything is applied for a bad name, outcome, duration, chain or tier;
+  // RESOURCE_EXHAUSTED past kMaxBatchOutcomes outcomes (or kMaxBatchEntries
+  // entries of a list). A batch whose client id and sequence were applied
+  // already (or are older than the last kBatchSequenceWindow of that client)
+  // is not applied again: `repeated`.
+  absl::StatusOr<BatchResult> ReportBatch(const BatchFacts& batch);
+  static constexpr size_t kMaxBatchOutcomes = 1000;
+  static constexpr size_t kMaxBatchEntries = 1000;
+  static constexpr uint64_t kBatchSequenceWindow = 64;
+  // Outcomes of batches since start: counted, late, refused.
+  std::array<uint64_t, 3> batch_outcomes() const {
+    return {batch_counted_.load(std::memory_order_relaxed),
+            batch_late_.load(std::memory_order_relaxed),
+            batch_refused_.load(std::memory_order_relaxed)};
+  }
 
   // NOT_FOUND if no breaker exists for the name.
   absl::StatusOr<BreakerSnapshot> Get(absl::string_view dependency) const;
@@ -293,6 +356,23 @@ class Registry {
   std::atomic<uint64_t> unknown_permits_{0};
   std::atomic<uint64_t> acquire_first_skipped_{0};
   ChainStats chains_;
+  std::atomic<uint64_t> batch_counted_{0};
+  std::atomic<uint64_t> batch_late_{0};
+  std::atomic<uint64_t> batch_refused_{0};
+
+  // Batches applied, per client id: the highest sequence and which of the
+  // kBatchSequenceWindow below it were seen (bit i: highest - i).
+  struct BatchesSeen {
+    uint64_t highest = 0;
+    uint64_t seen = 0;
+    int64_t last_ns = 0;
+  };
+  // True (and remembered) if (client_id, sequence) is new.
+  bool FirstTimeBatch(absl::string_view client_id, uint64_t sequence);
+  static constexpr size_t kMaxBatchClients = 10000;
+  Mutex batches_mu_;
+  absl::flat_hash_map<std::string, BatchesSeen> batches_
+      ABSL_GUARDED_BY(batches_mu_);
 
   // Serializes EvictIdle and SumCounters (taken before any shard lock).
   mutable Mutex evict_mu_;

@@ -52,6 +52,8 @@ absl::string_view DecisionName(Decision d) {
       return "rejected_ramp";
     case Decision::kShadowRejectedRamp:
       return "shadow_rejected_ramp";
+    case Decision::kAllowedLocal:
+      return "allowed_local";
   }
   return "unknown";
 }
@@ -106,6 +108,12 @@ absl::string_view TransitionReasonName(TransitionReason r) {
       return "hung_calls";
     case TransitionReason::kReload:
       return "reload";
+    case TransitionReason::kCreated:
+      return "created";
+    case TransitionReason::kEvicted:
+      return "evicted";
+    case TransitionReason::kRampDone:
+      return "ramp_done";
   }
   return "unknown";
 }
@@ -142,6 +150,9 @@ void AddCounters(const BreakerSnapshot& from, BreakerSnapshot* into) {
   into->latency_sum_seconds += from.latency_sum_seconds;
   into->latency_count += from.latency_count;
   into->fleet_unconfirmed_opens += from.fleet_unconfirmed_opens;
+  into->client_refused_local += from.client_refused_local;
+  into->client_fail_open += from.client_fail_open;
+  into->client_fail_closed += from.client_fail_closed;
   into->first_probe_succeeded += from.first_probe_succeeded;
   into->first_probe_failed += from.first_probe_failed;
   for (size_t b = 0; b < from.open_duration_buckets.size(); ++b) {

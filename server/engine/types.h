@@ -66,8 +66,10 @@ enum class Decision : uint8_t {
   kShadowRejectedForcedOpen,
   kRejectedRamp,
   kShadowRejectedRamp,
+  // A first attempt a Watch client granted itself (ReportBatch grants).
+  kAllowedLocal,
 };
-inline constexpr int kDecisionCount = 12;
+inline constexpr int kDecisionCount = 13;
 
 enum class TransitionReason : uint8_t {
   kConsecutiveFailures,
@@ -98,7 +100,22 @@ enum class TransitionReason : uint8_t {
   // Watch clients learn the new mode; it is not counted as a transition and
   // the fleet does not publish it.
   kReload,
+  // Not state changes either, for Watch clients that decide locally
+  // (DESIGN.md "Local decisions"): the breaker was created (at the
+  // generation it starts at), evicted (forget it), or its recovery ramp
+  // ended (local decisions are possible again). Like kReload: from == to,
+  // not counted, not logged as transitions, not published to the fleet.
+  kCreated,
+  kEvicted,
+  kRampDone,
 };
+
+// False for the events that are not state changes (kReload, kCreated,
+// kEvicted, kRampDone): observers that act on state changes skip them.
+inline constexpr bool IsStateChange(TransitionReason r) {
+  return r != TransitionReason::kReload && r != TransitionReason::kCreated &&
+         r != TransitionReason::kEvicted && r != TransitionReason::kRampDone;
+}
 
 // Stable lower_snake_case names, used in metric labels, logs and the wire.
 absl::string_view StateName(State s);
@@ -156,6 +173,10 @@ struct Transition {
   bool fleet_local = false;
   // Applied from elsewhere (external): ExternalState::decided_unix_ms.
   int64_t decided_unix_ms = 0;
+  // After this event a Watch client may decide first attempts itself:
+  // closed, not forced, not in shadow mode, not ramping, and the policy's
+  // local_decisions on (StateChange.local_decisions).
+  bool local_decisions = false;
 };
 
 // Fleet mode: the fleet's sums over one breaker's window (Redis time
@@ -236,6 +257,8 @@ struct BreakerSnapshot {
   std::string policy;  // the policy's match, or "defaults"
   bool shadow = false;
   bool probe_in_flight = false;
+  // As Transition::local_decisions, now.
+  bool local_decisions = false;
   // The policy's thresholds (0: the rule is off).
   double failure_rate_threshold = 0;
   uint32_t failure_rate_min_calls = 0;
@@ -271,6 +294,11 @@ struct BreakerSnapshot {
   uint64_t latency_count = 0;
   // Fleet mode: local open episodes that ended never confirmed by the fleet.
   uint64_t fleet_unconfirmed_opens = 0;
+  // Decisions clients made without the sidecar (ReportBatch's
+  // ClientDecisions): local refusals, fail-open, fail-closed.
+  uint64_t client_refused_local = 0;
+  uint64_t client_fail_open = 0;
+  uint64_t client_fail_closed = 0;
   // Open episodes (an open entered from closed) by how their first probe
   // ended (the false-positive signal: a first probe that succeeded).
   uint64_t first_probe_succeeded = 0;

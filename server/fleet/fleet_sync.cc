@@ -16,7 +16,7 @@ namespace {
 // probe results never do, or trying a policy in shadow on one pod would
 // refuse calls on every enforcing pod.
 std::optional<ExternalState::Kind> PublishedKind(const Transition& t) {
-  if (t.reason == TransitionReason::kReload) return std::nullopt;
+  if (!IsStateChange(t.reason)) return std::nullopt;
   if (t.reason == TransitionReason::kReset) return ExternalState::Kind::kReset;
   switch (t.to) {
     case State::kOpen:
@@ -87,7 +87,7 @@ void FleetSync::RequestClaim(absl::string_view dependency, uint64_t generation,
 }
 
 void FleetSync::OnTransition(const Transition& t) {
-  if (t.reason == TransitionReason::kReload) return;
+  if (!IsStateChange(t.reason)) return;
   if (t.external) {
     // An override read back from the state file: the decision this pod
     // knew of, as of when it was made (0: unknown, older than any stored).

@@ -207,6 +207,8 @@ void TransitionLogger::OnTransition(const Transition& t) {
               {"generation", t.generation}});
     return;
   }
+  // Created, evicted, ramp done: for Watch clients, not the log.
+  if (!IsStateChange(t.reason)) return;
   const bool opening = t.to == State::kOpen || t.to == State::kForcedOpen;
   LogEvent(opening ? LogLevel::kWarn : LogLevel::kInfo, "transition",
            {

@@ -51,7 +51,9 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
         "state, new state and the rule or action that caused it."),
     Def("breakerd_acquire_total", MetricKind::kCounter, kDecisionLabels, 1,
         "Acquire decisions since the breaker was created. decision: allowed, "
-        "probe (the half-open trial call), rejected_<why> (open, "
+        "probe (the half-open trial call), allowed_local (a first attempt "
+        "a Watch client granted itself, counted from its batch), "
+        "rejected_<why> (open, "
         "probe_in_flight, retry_budget, forced_open, ramp: past the share "
         "of a breaker recovering after its probe, or a retry meanwhile), or "
         "shadow_rejected_<why> (shadow mode: would have been rejected, was "
@@ -127,6 +129,12 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
     Def("breakerd_state_age_seconds", MetricKind::kGauge, kDependency, 0,
         "Seconds since the breaker entered its current state; exported only "
         "for breakers that are not closed."),
+    Def("breakerd_client_decisions_total", MetricKind::kCounter,
+        kDecisionLabels, 0,
+        "Decisions clients made without the sidecar, as their batches "
+        "(ReportBatch) told it: refused_local (refused from the Watch "
+        "cache), fail_open and fail_closed (made while the sidecar was "
+        "away)."),
     // Per process.
     Def("breakerd_breakers", MetricKind::kGauge, {}, 0,
         "Breakers currently held in memory (one per dependency name seen and "
@@ -195,6 +203,11 @@ const std::array<FamilyDef, kFamilyCount> kFamilies = {
         "AcquireFirst candidates passed over because no breaker could be "
         "created for them (reason max_breakers: limits.max_breakers held); "
         "the next candidate was tried."),
+    Def("breakerd_batch_outcomes_total", MetricKind::kCounter, kResult, 0,
+        "Outcomes of local decisions reported in batches (ReportBatch): "
+        "counted (applied to the breaker), late (an older generation, or a "
+        "breaker evicted since), refused (beyond the grants, changing "
+        "nothing)."),
 };
 
 constexpr State kAllStates[] = {State::kClosed, State::kHalfOpen, State::kOpen,
@@ -398,6 +411,15 @@ void EmitBreakerSamples(const BreakerSnapshot& s, FamilySet families,
   if (Has(families, FamilyId::kWindowCalls)) {
     sink->AddCount(FamilyId::kWindowCalls, {dep}, s.window.calls);
   }
+  if (Has(families, FamilyId::kClientDecisions)) {
+    const std::pair<absl::string_view, uint64_t> decisions[] = {
+        {"refused_local", s.client_refused_local},
+        {"fail_open", s.client_fail_open},
+        {"fail_closed", s.client_fail_closed}};
+    for (const auto& [decision, n] : decisions) {
+      if (n > 0) sink->AddCount(FamilyId::kClientDecisions, {dep, decision}, n);
+    }
+  }
   if (Has(families, FamilyId::kStateAge) && s.state != State::kClosed) {
     sink->AddSample(FamilyId::kStateAge, {dep},
                     absl::ToDoubleSeconds(s.state_age));
@@ -515,6 +537,12 @@ void EmitProcessSamples(const Registry& registry, const ProcessStats& stats,
   if (Has(families, FamilyId::kAcquireFirstSkipped)) {
     sink->AddCount(FamilyId::kAcquireFirstSkipped, {"max_breakers"},
                    registry.acquire_first_skipped());
+  }
+  if (Has(families, FamilyId::kBatchOutcomes)) {
+    const std::array<uint64_t, 3> batch = registry.batch_outcomes();
+    sink->AddCount(FamilyId::kBatchOutcomes, {"counted"}, batch[0]);
+    sink->AddCount(FamilyId::kBatchOutcomes, {"late"}, batch[1]);
+    sink->AddCount(FamilyId::kBatchOutcomes, {"refused"}, batch[2]);
   }
   if (Has(families, FamilyId::kWatchStreams)) {
     sink->AddCount(FamilyId::kWatchStreams, {}, Call(stats.watch_streams));

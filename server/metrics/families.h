@@ -19,7 +19,8 @@
 //                    breakerd_open_episodes_total,
 //                    breakerd_open_duration_seconds (histogram),
 //                    breakerd_policy_threshold, breakerd_window_calls,
-//                    breakerd_state_age_seconds (breakers not closed);
+//                    breakerd_state_age_seconds (breakers not closed),
+//                    breakerd_client_decisions_total;
 //                    in fleet mode breakerd_fleet_window_calls,
 //                    breakerd_fleet_failure_rate (for breakers whose
 //                    fleet window was read) and
@@ -33,7 +34,8 @@
 //                    breakerd_state_save_failures_total (with --state-file),
 //                    breakerd_chain_decisions_total,
 //                    breakerd_chain_outcomes_total,
-//                    breakerd_acquire_first_skipped_total
+//                    breakerd_acquire_first_skipped_total,
+//                    breakerd_batch_outcomes_total
 //
 // To keep a scrape of max_breakers breakers small, per-breaker counters are
 // exported only for label combinations that have counted something (a
@@ -135,6 +137,7 @@ enum class FamilyId : int {
   kPolicyThreshold,
   kWindowCalls,
   kStateAge,
+  kClientDecisions,
   kBreakers,
   kBuildInfo,
   kConfigReloads,
@@ -151,16 +154,17 @@ enum class FamilyId : int {
   kChainDecisions,
   kChainOutcomes,
   kAcquireFirstSkipped,
+  kBatchOutcomes,
 };
-inline constexpr int kFamilyCount = 35;
+inline constexpr int kFamilyCount = 37;
 // The families before kBreakers are per breaker: fed by
 // EmitBreakerSamples, with "dependency" as their first label.
-inline constexpr int kPerBreakerFamilyCount = 19;
+inline constexpr int kPerBreakerFamilyCount = 20;
 inline constexpr bool PerBreakerFamily(FamilyId id) {
   return static_cast<int>(id) < kPerBreakerFamilyCount;
 }
 static_assert(!PerBreakerFamily(FamilyId::kBreakers) &&
-              PerBreakerFamily(FamilyId::kStateAge));
+              PerBreakerFamily(FamilyId::kClientDecisions));
 // Most labels a family has (breakerd_transitions_total's four).
 inline constexpr size_t kMaxLabels = 4;
 

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "server/service/convert.h"
 
 namespace breakerd {
@@ -36,6 +37,58 @@ absl::StatusOr<ReportRequestFacts> ReportFacts(
   facts.chain = request.chain();
   facts.tier = request.tier();
   return facts;
+}
+
+// Reads a ReportBatch from the wire (views into `request`);
+// INVALID_ARGUMENT naming the field for a bad duration.
+absl::StatusOr<BatchFacts> BatchFactsOf(const v1::ReportBatchRequest& request) {
+  BatchFacts batch;
+  batch.client_id = request.client_id();
+  batch.sequence = request.sequence();
+  batch.dependencies.reserve(request.dependencies_size());
+  for (int i = 0; i < request.dependencies_size(); ++i) {
+    const v1::DependencyBatch& d = request.dependencies(i);
+    DependencyBatchFacts facts;
+    facts.dependency = d.dependency();
+    facts.generation = d.generation();
+    facts.grants = d.grants();
+    facts.outcomes.reserve(d.outcomes_size());
+    for (int j = 0; j < d.outcomes_size(); ++j) {
+      const v1::LocalOutcome& o = d.outcomes(j);
+      const std::string field =
+          absl::StrCat("dependencies[", i, "].outcomes[", j, "].");
+      LocalOutcomeFacts f;
+      f.outcome.explicit_class = static_cast<int>(o.outcome());
+      f.outcome.http_status = o.http_status();
+      if (o.has_grpc_code()) f.outcome.grpc_code = o.grpc_code();
+      if (o.has_latency()) {
+        absl::StatusOr<absl::Duration> latency = FromProtoDuration(
+            o.latency(), absl::StrCat(field, "latency"), kMaxReportDuration);
+        if (!latency.ok()) return latency.status();
+        f.latency = *latency;
+      }
+      if (o.has_retry_after()) {
+        absl::StatusOr<absl::Duration> retry_after = FromProtoDuration(
+            o.retry_after(), absl::StrCat(field, "retry_after"),
+            kMaxReportDuration);
+        if (!retry_after.ok()) return retry_after.status();
+        f.retry_after = *retry_after;
+      }
+      f.chain = o.chain();
+      f.tier = o.tier();
+      facts.outcomes.push_back(f);
+    }
+    batch.dependencies.push_back(std::move(facts));
+  }
+  for (const v1::ChainDecision& c : request.chains()) {
+    batch.chains.push_back(
+        ChainDecisionFacts{c.chain(), c.none(), c.tier(), c.count()});
+  }
+  for (const v1::ClientDecisions& d : request.decisions()) {
+    batch.decisions.push_back(ClientDecisionFacts{
+        d.dependency(), d.refused_local(), d.fail_open(), d.fail_closed()});
+  }
+  return batch;
 }
 
 }  // namespace
@@ -94,6 +147,36 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::AcquireFirst(
       names, request->attempt(),
       ChainPosition{request->chain(), request->first_tier()});
   if (result.ok()) FillAcquireFirstResponse(*result, names, response);
+  return call.Finish(ToGrpcStatus(result.status()));
+}
+
+grpc::ServerUnaryReactor* BreakerServiceImpl::ReportBatch(
+    grpc::CallbackServerContext* context, const v1::ReportBatchRequest* request,
+    v1::ReportBatchResponse* response) {
+  UnaryCall call(context, tracker_, rpc_stats_, RpcMethod::kReportBatch);
+  // The limits first: a batch too large is not read any further.
+  size_t outcomes = 0;
+  for (const v1::DependencyBatch& d : request->dependencies()) {
+    outcomes += static_cast<size_t>(d.outcomes_size());
+  }
+  absl::StatusOr<BatchResult> result;
+  if (outcomes > Registry::kMaxBatchOutcomes) {
+    result = absl::ResourceExhaustedError(
+        absl::StrCat("dependencies[].outcomes: at most ",
+                     Registry::kMaxBatchOutcomes, " in one ReportBatch (got ",
+                     outcomes, "); split it into several batches"));
+  } else if (absl::StatusOr<BatchFacts> batch = BatchFactsOf(*request);
+             !batch.ok()) {
+    result = batch.status();
+  } else {
+    result = registry_->ReportBatch(*batch);
+  }
+  if (result.ok()) {
+    response->set_counted(result->counted);
+    response->set_late(result->late);
+    response->set_refused(result->refused);
+    response->set_repeated_batch(result->repeated);
+  }
   return call.Finish(ToGrpcStatus(result.status()));
 }
 

@@ -57,6 +57,13 @@ class BreakerServiceImpl final : public v1::Breaker::CallbackService {
       const v1::AcquireFirstRequest* request,
       v1::AcquireFirstResponse* response) override;
 
+  // OK with the counts (Registry::ReportBatch); INVALID_ARGUMENT naming the
+  // field, or RESOURCE_EXHAUSTED past the batch limits: nothing applied.
+  grpc::ServerUnaryReactor* ReportBatch(
+      grpc::CallbackServerContext* context,
+      const v1::ReportBatchRequest* request,
+      v1::ReportBatchResponse* response) override;
+
   // NOT_FOUND when no breaker exists for the name; INVALID_ARGUMENT for a
   // bad name.
   grpc::ServerUnaryReactor* GetState(grpc::CallbackServerContext* context,

@@ -224,6 +224,7 @@ void FillStateChange(const Transition& t, v1::StateChange* out) {
   out->set_generation(t.generation);
   if (t.to == State::kOpen) SetRetryAfter(t.retry_after, out);
   SetMode(t.shadow, out);
+  out->set_local_decisions(t.local_decisions);
 }
 
 void FillInitialStateChange(const BreakerSnapshot& snapshot,
@@ -235,6 +236,7 @@ void FillInitialStateChange(const BreakerSnapshot& snapshot,
   out->set_generation(snapshot.generation);
   if (snapshot.state == State::kOpen) SetRetryAfter(snapshot.retry_after, out);
   SetMode(snapshot.shadow, out);
+  out->set_local_decisions(snapshot.local_decisions);
 }
 
 void FillInitialStateChangeForAbsent(absl::string_view dependency, bool shadow,

@@ -5,7 +5,7 @@ namespace {
 
 constexpr absl::string_view kMethodNames[kRpcMethodCount] = {
     "Acquire", "Report",    "AcquireFirst", "GetState", "ListStates",
-    "Watch",   "ForceOpen", "ForceClose",   "Reset",
+    "Watch",   "ForceOpen", "ForceClose",   "Reset",    "ReportBatch",
 };
 
 // kRpcLatencyBucketBounds in nanoseconds, so that recording compares

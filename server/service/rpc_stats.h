@@ -38,8 +38,9 @@ enum class RpcMethod : int {
   kForceOpen,
   kForceClose,
   kReset,
+  kReportBatch,
 };
-inline constexpr int kRpcMethodCount = 9;
+inline constexpr int kRpcMethodCount = 10;
 
 // The method's name as in the proto ("Acquire", "ForceOpen", ...).
 absl::string_view RpcMethodName(RpcMethod method);

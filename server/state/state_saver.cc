@@ -16,6 +16,7 @@ StateSaver::StateSaver(const Registry* registry, std::string path,
       decided_at_(std::move(decided_at)) {}
 
 void StateSaver::OnTransition(const Transition& t) {
+  if (!IsStateChange(t.reason)) return;  // nothing the file holds moved
   switch (t.reason) {
     case TransitionReason::kCooldownElapsed:  // derived from the saved end
     case TransitionReason::kReload:           // not a state change

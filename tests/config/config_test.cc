@@ -75,7 +75,9 @@ TEST(ParseConfigTest, EmbeddedDefaultsAreTheDesignDefaults) {
   EXPECT_EQ(d.retry_budget.ttl, absl::Seconds(10));
   EXPECT_TRUE(d.fleet.share_window);
   EXPECT_EQ(d.fleet.quorum, 2u);
+  EXPECT_TRUE(d.local_decisions);
   EXPECT_EQ(set->limits.max_breakers, 10000u);
+  EXPECT_EQ(set->limits.max_chains, 100u);
 }
 
 TEST(ParseConfigTest, EveryKeyParses) {
@@ -90,9 +92,11 @@ defaults:
   rate_limited: ignore
   retry_budget: { ratio: 0.5, min_per_second: 2.5, ttl: 20s }
   fleet: { share_window: false, quorum: 3 }
+  local_decisions: false
 policies:
   - match: "openai/*"
     mode: enforce
+    local_decisions: true
     consecutive_failures: 0
     failure_rate: { threshold: 0, min_calls: 1, window: 1h }
     slow_call_rate: { threshold: 1, min_calls: 1000000, duration: 500us }
@@ -108,6 +112,8 @@ limits: { max_breakers: 123, idle_ttl: 1h }
   const Policy& d = *set->defaults;
   EXPECT_EQ(d.match, "defaults");
   EXPECT_EQ(d.mode, Mode::kShadow);
+  EXPECT_FALSE(d.local_decisions);
+  EXPECT_TRUE(set->policies[0]->local_decisions);
   EXPECT_EQ(d.consecutive_failures, 7u);
   EXPECT_EQ(d.failure_rate.threshold, 0.25);
   EXPECT_EQ(d.failure_rate.min_calls, 40u);
@@ -452,7 +458,7 @@ const InvalidCase kInvalidCases[] = {
      "defaults.cooldwn",
      "unknown key (known: mode, consecutive_failures, failure_rate, "
      "slow_call_rate, cooldown, probe, rate_limited, retry_budget, inflight, "
-     "recovery, fleet)"},
+     "recovery, fleet, local_decisions)"},
     {"UnknownCooldownKey", "defaults:\n  cooldown:\n    jiter: 0.1\n", 3,
      "defaults.cooldown.jiter", "unknown key (known: base, max, jitter)"},
     {"UnknownPolicyProbeKey",

@@ -47,6 +47,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/breakerd_process.h"
+#include "tests/e2e/watch_notices.h"
 #include "tests/fault/fault_util.h"
 
 namespace breakerd {
@@ -458,7 +459,7 @@ TEST_F(FaultE2eTest, WatchClientsThatNeverReadAreCutOffAndMemoryStaysBounded) {
   std::atomic<size_t> seen_count{0};
   std::thread reading([&] {
     v1::StateChange change;
-    while (reader->reader->Read(&change)) {
+    while (ReadChange(*reader->reader, &change)) {
       seen.push_back(change);
       seen_count.store(seen.size());
     }

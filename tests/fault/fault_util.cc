@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/watch_notices.h"
 #include "tests/soak/proc_stats.h"
 
 extern char** environ;
@@ -159,7 +160,7 @@ std::unique_ptr<WatchCall> StartWatch(v1::Breaker::Stub* stub,
 grpc::Status DrainWatch(WatchCall& call, int* messages) {
   v1::StateChange change;
   int n = 0;
-  while (call.reader->Read(&change)) ++n;
+  while (ReadChange(*call.reader, &change)) ++n;
   if (messages != nullptr) *messages = n;
   return call.reader->Finish();
 }

@@ -22,6 +22,7 @@
 #include "breakerd/v1/breaker.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/breakerd_process.h"
+#include "tests/e2e/watch_notices.h"
 #include "tests/fault/fault_util.h"
 
 namespace breakerd {
@@ -115,7 +116,7 @@ TEST_F(LimitsE2eTest, DefaultMaxMessageBytesIs64KiB) {
   std::unique_ptr<WatchCall> watch = StartWatch(stub_.get(), names);
   v1::StateChange change;
   for (int i = 0; i < 64; ++i) {
-    ASSERT_TRUE(watch->reader->Read(&change))
+    ASSERT_TRUE(ReadChange(*watch->reader, &change))
         << "initial state " << i << ": " << Describe(watch->reader->Finish());
   }
   watch->ctx.TryCancel();
@@ -157,7 +158,7 @@ TEST_F(LimitsE2eTest, WatchTakesAtMost64Names) {
   std::unique_ptr<WatchCall> ok = StartWatch(stub_.get(), names);
   v1::StateChange change;
   for (int i = 0; i < 64; ++i) {
-    ASSERT_TRUE(ok->reader->Read(&change))
+    ASSERT_TRUE(ReadChange(*ok->reader, &change))
         << "initial state " << i << ": " << Describe(ok->reader->Finish());
     EXPECT_EQ(change.dependency(), names[i]);
   }
@@ -175,7 +176,7 @@ TEST_F(LimitsE2eTest, WatchStreamsPastMaxWatchStreamsAreResourceExhausted) {
   v1::StateChange change;
   for (int i = 0; i < 3; ++i) {
     open.push_back(StartWatch(stub_.get(), {"svc/watched"}));
-    ASSERT_TRUE(open.back()->reader->Read(&change))
+    ASSERT_TRUE(ReadChange(*open.back()->reader, &change))
         << "stream " << i << ": " << Describe(open.back()->reader->Finish());
   }
   EXPECT_EQ(MetricValue(proc_, "breakerd_watch_streams"), 3);
@@ -193,7 +194,7 @@ TEST_F(LimitsE2eTest, WatchStreamsPastMaxWatchStreamsAreResourceExhausted) {
                     BearerToken(kAdminToken))
                   .status.ok());
   for (auto& call : open) {
-    ASSERT_TRUE(call->reader->Read(&change));
+    ASSERT_TRUE(ReadChange(*call->reader, &change));
     EXPECT_EQ(change.state(), v1::STATE_FORCED_OPEN);
   }
 
@@ -204,7 +205,7 @@ TEST_F(LimitsE2eTest, WatchStreamsPastMaxWatchStreamsAreResourceExhausted) {
   ASSERT_TRUE(WaitUntil(
       [&] { return MetricValue(proc_, "breakerd_watch_streams") == 2; }));
   std::unique_ptr<WatchCall> again = StartWatch(stub_.get(), {"svc/watched"});
-  ASSERT_TRUE(again->reader->Read(&change))
+  ASSERT_TRUE(ReadChange(*again->reader, &change))
       << Describe(again->reader->Finish());
   EXPECT_EQ(change.state(), v1::STATE_FORCED_OPEN);
   open.push_back(std::move(again));
@@ -444,7 +445,7 @@ TEST_F(LimitsE2eTest, UnreadWatchStreamsOfEveryDependencyHoldLittleMemory) {
   v1::StateChange change;
   for (int i = 0; i < kStreams; ++i) {
     open.push_back(StartWatch(stub_.get(), {}));
-    ASSERT_TRUE(open.back()->reader->Read(&change))
+    ASSERT_TRUE(ReadChange(*open.back()->reader, &change))
         << "stream " << i << ": " << Describe(open.back()->reader->Finish());
   }
   ASSERT_EQ(MetricValue(proc_, "breakerd_watch_streams"), kStreams);
@@ -489,7 +490,7 @@ TEST_F(LimitsE2eTest, ListStatesAndWatchOfEverythingAreRateLimited) {
   // Watching names is not a read of everything.
   std::unique_ptr<WatchCall> named = StartWatch(stub_.get(), {"dep/1"});
   v1::StateChange change;
-  EXPECT_TRUE(named->reader->Read(&change));
+  EXPECT_TRUE(ReadChange(*named->reader, &change));
   named->ctx.TryCancel();
   DrainWatch(*named);
 }

@@ -44,6 +44,7 @@
 #include "gtest/gtest.h"
 #include "server/engine/mutex.h"
 #include "tests/e2e/breakerd_process.h"
+#include "tests/e2e/watch_notices.h"
 #include "tests/fault/fault_util.h"
 
 namespace breakerd {
@@ -96,6 +97,9 @@ class WatchRecorder {
   void Read() {
     v1::StateChange change;
     while (call_->reader->Read(&change)) {
+      // The notices for local decisions (tests/e2e/local_decisions_e2e_test)
+      // are not what these tests follow.
+      if (IsNotice(change)) continue;
       MutexLock lock(&mu_);
       events_.push_back(change);
     }

@@ -208,7 +208,7 @@ std::string ServedText(const RegistryCollector& collector) {
 
 // The last line of every scrape in these tests.
 constexpr char kLastLine[] =
-    "breakerd_acquire_first_skipped_total{reason=\"max_breakers\"} 0\n";
+    "breakerd_batch_outcomes_total{result=\"refused\"} 0\n";
 
 class MetricsTest : public ::testing::Test {
  protected:
@@ -806,8 +806,8 @@ std::string OneBreakerText(DependencyLabel label) {
                 labels("rule=\"consecutive_failures\""), " 5\n",
                 header(FamilyId::kWindowCalls), "breakerd_window_calls",
                 labels(""), " 1\n", header(FamilyId::kStateAge)),
-      header(FamilyId::kBreakers), "breakerd_breakers 1\n",
-      header(FamilyId::kBuildInfo),
+      header(FamilyId::kClientDecisions), header(FamilyId::kBreakers),
+      "breakerd_breakers 1\n", header(FamilyId::kBuildInfo),
       "breakerd_build_info{version=\"1.2.3\"} 1\n",
       header(FamilyId::kConfigReloads),
       "breakerd_config_reloads_total{result=\"success\"} 3\n"
@@ -833,7 +833,11 @@ std::string OneBreakerText(DependencyLabel label) {
       "0\n",
       header(FamilyId::kChainDecisions), header(FamilyId::kChainOutcomes),
       header(FamilyId::kAcquireFirstSkipped),
-      "breakerd_acquire_first_skipped_total{reason=\"max_breakers\"} 0\n");
+      "breakerd_acquire_first_skipped_total{reason=\"max_breakers\"} 0\n",
+      header(FamilyId::kBatchOutcomes),
+      "breakerd_batch_outcomes_total{result=\"counted\"} 0\n"
+      "breakerd_batch_outcomes_total{result=\"late\"} 0\n"
+      "breakerd_batch_outcomes_total{result=\"refused\"} 0\n");
 }
 
 // The exact text for one breaker with one call.

@@ -32,6 +32,7 @@
 #include "server/service/rpc_stats.h"
 #include "server/service/trace_writer.h"
 #include "server/service/watch_hub.h"
+#include "tests/e2e/watch_notices.h"
 
 namespace breakerd {
 namespace {
@@ -177,7 +178,7 @@ class ServiceTest : public ::testing::Test {
   static grpc::Status Drain(WatchCall& call,
                             std::vector<v1::StateChange>* seen = nullptr) {
     v1::StateChange change;
-    while (call.reader->Read(&change)) {
+    while (ReadChange(*call.reader, &change)) {
       if (seen != nullptr) seen->push_back(change);
     }
     return call.reader->Finish();
@@ -276,7 +277,7 @@ TEST_F(ServiceTest, RpcStatsCountAdminCallsAndWatchStarts) {
 
   auto call = Watch({"db"});
   v1::StateChange change;
-  ASSERT_TRUE(call->reader->Read(&change));  // the initial state
+  ASSERT_TRUE(ReadChange(*call->reader, &change));  // the initial state
   // Counted when StartStream returns, which may be after the first message
   // is out: wait for it (bounded).
   const auto deadline = SafetyDeadline();
@@ -698,7 +699,7 @@ TEST_F(ServiceTest, ListStatesReturnsEveryBreaker) {
 TEST_F(ServiceTest, WatchSendsInitialStateThenOpenTransition) {
   auto call = Watch({"svc/watched"});
   v1::StateChange change;
-  ASSERT_TRUE(call->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*call->reader, &change));
   EXPECT_EQ(change.dependency(), "svc/watched");
   EXPECT_EQ(change.state(), v1::STATE_CLOSED);
   EXPECT_EQ(change.previous(), v1::STATE_UNSPECIFIED);
@@ -707,7 +708,7 @@ TEST_F(ServiceTest, WatchSendsInitialStateThenOpenTransition) {
 
   OpenByTimeouts("svc/other");  // not watched
   OpenByTimeouts("svc/watched");
-  ASSERT_TRUE(call->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*call->reader, &change));
   EXPECT_EQ(change.dependency(), "svc/watched");
   EXPECT_EQ(change.state(), v1::STATE_OPEN);
   EXPECT_EQ(change.previous(), v1::STATE_CLOSED);
@@ -725,7 +726,7 @@ TEST_F(ServiceTest, WatchInitialStateOfOpenBreakerCarriesTimeLeft) {
   clock_.Advance(absl::Seconds(12));
   auto call = Watch({"svc/down"});
   v1::StateChange change;
-  ASSERT_TRUE(call->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*call->reader, &change));
   EXPECT_EQ(change.state(), v1::STATE_OPEN);
   EXPECT_EQ(change.reason(), "initial");
   EXPECT_EQ(change.generation(), 1u);
@@ -735,12 +736,12 @@ TEST_F(ServiceTest, WatchInitialStateOfOpenBreakerCarriesTimeLeft) {
   // open -> half-open, then the probe's success closes it.
   clock_.Advance(absl::Seconds(18));
   AcquireAndReport("svc/down", v1::OUTCOME_SUCCESS);
-  ASSERT_TRUE(call->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*call->reader, &change));
   EXPECT_EQ(change.state(), v1::STATE_HALF_OPEN);
   EXPECT_EQ(change.previous(), v1::STATE_OPEN);
   EXPECT_EQ(change.reason(), "cooldown_elapsed");
   EXPECT_EQ(FromProto(change.retry_after()), absl::ZeroDuration());
-  ASSERT_TRUE(call->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*call->reader, &change));
   EXPECT_EQ(change.state(), v1::STATE_CLOSED);
   EXPECT_EQ(change.previous(), v1::STATE_HALF_OPEN);
   EXPECT_EQ(change.reason(), "probe_succeeded");
@@ -757,7 +758,7 @@ TEST_F(ServiceTest, WatchWithNoNamesFollowsEveryBreaker) {
   std::vector<std::string> initial;
   v1::StateChange change;
   for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(call->reader->Read(&change));
+    ASSERT_TRUE(ReadChange(*call->reader, &change));
     EXPECT_EQ(change.reason(), "initial");
     initial.push_back(change.dependency());
   }
@@ -768,7 +769,7 @@ TEST_F(ServiceTest, WatchWithNoNamesFollowsEveryBreaker) {
   // read yet, c/3 comes as an initial state (already forced open), else as
   // the transition.
   ASSERT_TRUE(registry_->ForceOpen("c/3").ok());
-  ASSERT_TRUE(call->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*call->reader, &change));
   EXPECT_EQ(change.dependency(), "c/3");
   EXPECT_EQ(change.state(), v1::STATE_FORCED_OPEN);
   EXPECT_THAT(change.reason(), ::testing::AnyOf("forced_open", "initial"));
@@ -787,16 +788,17 @@ TEST_F(ServiceTest, WatchOfEveryDependencyHoldsOneShardAtATimeAndSendsAll) {
   auto unread = Watch({});
   auto reader = Watch({});
   v1::StateChange change;
-  ASSERT_TRUE(unread->reader->Read(&change));  // started; then never read
+  // Started; then never read.
+  ASSERT_TRUE(ReadChange(*unread->reader, &change));
   std::set<std::string> seen;
-  ASSERT_TRUE(reader->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*reader->reader, &change));
   seen.insert(change.dependency());
   // The in-process transport completes a write only when the client reads:
   // the unread stream holds what it has queued. 10 breakers per shard on
   // average; a shard holds far fewer than 64 of them.
   EXPECT_LT(hub_->queued_messages(), 2 * 64u);
   while (seen.size() < static_cast<size_t>(kBreakers)) {
-    ASSERT_TRUE(reader->reader->Read(&change));
+    ASSERT_TRUE(ReadChange(*reader->reader, &change));
     EXPECT_EQ(change.reason(), "initial");
     EXPECT_TRUE(seen.insert(change.dependency()).second)
         << change.dependency() << " sent twice";
@@ -804,7 +806,7 @@ TEST_F(ServiceTest, WatchOfEveryDependencyHoldsOneShardAtATimeAndSendsAll) {
   }
   // Every breaker once; then live transitions follow.
   ASSERT_TRUE(registry_->ForceOpen("dep/7").ok());
-  ASSERT_TRUE(reader->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*reader->reader, &change));
   EXPECT_EQ(change.dependency(), "dep/7");
   EXPECT_EQ(change.state(), v1::STATE_FORCED_OPEN);
   unread->ctx.TryCancel();
@@ -827,7 +829,7 @@ TEST_F(ServiceTest, WatchOfEveryDependencyKeepsOrderWhileShardsAreRead) {
   }
   auto call = Watch({});
   v1::StateChange change;
-  ASSERT_TRUE(call->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*call->reader, &change));
   absl::flat_hash_map<std::string, v1::StateChange> last;
   last[change.dependency()] = change;
   // Every 8th breaker is forced open, then closed, while shards are read.
@@ -849,7 +851,7 @@ TEST_F(ServiceTest, WatchOfEveryDependencyKeepsOrderWhileShardsAreRead) {
     return true;
   };
   while (!done()) {
-    ASSERT_TRUE(call->reader->Read(&change));
+    ASSERT_TRUE(ReadChange(*call->reader, &change));
     auto it = last.find(change.dependency());
     if (it != last.end()) {
       EXPECT_GE(change.generation(), it->second.generation())
@@ -875,10 +877,10 @@ TEST_F(ServiceTest, StreamsHoldingTheirShareOfAFullHubAreEnded) {
   v1::StateChange change;
   for (int i = 0; i < 3; ++i) {
     flappy.push_back(Watch({"svc/flappy"}));
-    ASSERT_TRUE(flappy.back()->reader->Read(&change));  // subscribed
+    ASSERT_TRUE(ReadChange(*flappy.back()->reader, &change));  // subscribed
   }
   auto quiet = Watch({"svc/quiet"});
-  ASSERT_TRUE(quiet->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*quiet->reader, &change));
   ASSERT_EQ(hub_->active_streams(), 4u);
   for (int i = 0; i < 40; ++i) {
     ASSERT_TRUE(registry_->ForceOpen("svc/flappy").ok());
@@ -895,7 +897,7 @@ TEST_F(ServiceTest, StreamsHoldingTheirShareOfAFullHubAreEnded) {
   // The quiet stream was not blamed, and still works.
   EXPECT_EQ(hub_->active_streams(), 1u);
   ASSERT_TRUE(registry_->ForceOpen("svc/quiet").ok());
-  ASSERT_TRUE(quiet->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*quiet->reader, &change));
   EXPECT_EQ(change.state(), v1::STATE_FORCED_OPEN);
   quiet->ctx.TryCancel();
   Drain(*quiet);
@@ -933,7 +935,7 @@ TEST_F(ServiceTest, FullRegistryReadsAreRateLimited) {
   // Named Watch streams and Acquire are not limited.
   auto named = Watch({"dep/1"});
   v1::StateChange change;
-  ASSERT_TRUE(named->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*named->reader, &change));
   v1::AcquireResponse acquired;
   ASSERT_TRUE(Acquire("dep/1", &acquired).ok());
   // Paid back after half a second (plus the refill to a positive balance).
@@ -990,8 +992,8 @@ TEST_F(ServiceTest, WatchStreamLimitIsResourceExhausted) {
   auto second = Watch({"svc/a"});
   v1::StateChange change;
   // Each stream has subscribed once its initial state arrives.
-  ASSERT_TRUE(first->reader->Read(&change));
-  ASSERT_TRUE(second->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*first->reader, &change));
+  ASSERT_TRUE(ReadChange(*second->reader, &change));
   EXPECT_EQ(hub_->active_streams(), 2u);
 
   auto third = Watch({"svc/a"});
@@ -1001,9 +1003,9 @@ TEST_F(ServiceTest, WatchStreamLimitIsResourceExhausted) {
 
   // The admitted streams still work.
   ASSERT_TRUE(registry_->ForceOpen("svc/a").ok());
-  ASSERT_TRUE(first->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*first->reader, &change));
   EXPECT_EQ(change.state(), v1::STATE_FORCED_OPEN);
-  ASSERT_TRUE(second->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*second->reader, &change));
   EXPECT_EQ(change.state(), v1::STATE_FORCED_OPEN);
   first->ctx.TryCancel();
   second->ctx.TryCancel();
@@ -1017,7 +1019,7 @@ TEST_F(ServiceTest, SlowConsumerIsEndedWithResourceExhausted) {
   Start(options);
   auto call = Watch({"svc/flappy"});
   v1::StateChange change;
-  ASSERT_TRUE(call->reader->Read(&change));  // initial; subscribed
+  ASSERT_TRUE(ReadChange(*call->reader, &change));  // initial; subscribed
   ASSERT_EQ(hub_->active_streams(), 1u);
 
   // The client stops reading. The in-process transport completes a write
@@ -1042,9 +1044,9 @@ TEST_F(ServiceTest, HubShutdownEndsStreamsWithUnavailable) {
   auto named = Watch({"svc/a"});
   auto all = Watch({});
   v1::StateChange change;
-  ASSERT_TRUE(named->reader->Read(&change));
+  ASSERT_TRUE(ReadChange(*named->reader, &change));
   ASSERT_TRUE(registry_->ForceOpen("svc/b").ok());
-  ASSERT_TRUE(all->reader->Read(&change));  // proves `all` subscribed
+  ASSERT_TRUE(ReadChange(*all->reader, &change));  // proves `all` subscribed
   EXPECT_EQ(hub_->active_streams(), 2u);
 
   hub_->Shutdown();
@@ -1070,8 +1072,8 @@ TEST_F(ServiceTest, ManyWatchersAndTransitionsFromSeveralThreads) {
   }
   v1::StateChange change;
   for (auto& call : calls) {
-    ASSERT_TRUE(call->reader->Read(&change));
-    ASSERT_TRUE(call->reader->Read(&change));
+    ASSERT_TRUE(ReadChange(*call->reader, &change));
+    ASSERT_TRUE(ReadChange(*call->reader, &change));
   }
   std::vector<std::thread> threads;
   for (const char* name : {"svc/x", "svc/y"}) {
@@ -1087,7 +1089,8 @@ TEST_F(ServiceTest, ManyWatchersAndTransitionsFromSeveralThreads) {
   std::vector<int> received(kStreams, 0);
   for (int s = 0; s < kStreams; ++s) {
     uint64_t last_x = 0, last_y = 0;
-    while (received[s] < 2 * 2 * kFlips && calls[s]->reader->Read(&change)) {
+    while (received[s] < 2 * 2 * kFlips &&
+           ReadChange(*calls[s]->reader, &change)) {
       uint64_t& last = change.dependency() == "svc/x" ? last_x : last_y;
       EXPECT_GT(change.generation(), last);
       last = change.generation();

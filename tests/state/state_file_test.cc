@@ -29,9 +29,12 @@ using absl::Seconds;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// The state changes only (not created, evicted, ramp done, reload).
 class RecordingObserver : public TransitionObserver {
  public:
-  void OnTransition(const Transition& t) override { seen.push_back(t); }
+  void OnTransition(const Transition& t) override {
+    if (IsStateChange(t.reason)) seen.push_back(t);
+  }
   std::vector<Transition> seen;
 };
 

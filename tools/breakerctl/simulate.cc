@@ -284,6 +284,9 @@ class Recorder final : public TransitionObserver {
       : reports_(reports) {}
   void set_now(absl::Duration offset) { now_ = offset; }
   void OnTransition(const Transition& t) override {
+    // Created, evicted, ramp done, reload: not state changes (the ramp's
+    // end is reported from the share).
+    if (!IsStateChange(t.reason)) return;
     DependencyReport& report = (*reports_)[t.dependency];
     // A ramp ends with the closed state; the engine's reason says how
     // (ramp_failed for a trip).

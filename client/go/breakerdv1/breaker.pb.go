@@ -1162,7 +1162,11 @@ type StateChange struct {
 	// "forced_open", "forced_closed", "reset", "reload", "fleet", "restored",
 	// "fleet_failure_rate", "fleet_slow_call_rate", "ramp_failed" (a trip
 	// while gentle recovery ramped), "hung_calls" (calls unreported past
-	// inflight.hang_after tipped a rate rule).
+	// inflight.hang_after tipped a rate rule). Events that are not state
+	// changes (previous == state): "reload" (the mode or local_decisions
+	// changed), "created" (the breaker was created, at this generation),
+	// "evicted" (it was evicted: forget it; a new one starts above this
+	// generation), "ramp_done" (its recovery ramp ended).
 	Reason     string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	Generation uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
 	// Time left in the cooldown when the state is open: refuse locally until
@@ -1171,9 +1175,14 @@ type StateChange struct {
 	// The breaker's policy mode: "enforce" or "shadow". A shadow breaker
 	// computes and reports every transition but the sidecar always allows its
 	// calls, so a client never refuses a shadow breaker locally.
-	Mode          string `protobuf:"bytes,8,opt,name=mode,proto3" json:"mode,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Mode string `protobuf:"bytes,8,opt,name=mode,proto3" json:"mode,omitempty"`
+	// True when a client may decide first attempts itself after this event
+	// (DESIGN.md "Local decisions"): closed, not forced, not in shadow mode,
+	// not ramping, and the policy's local_decisions on. False in the first
+	// event of a dependency with no breaker yet, and in "evicted".
+	LocalDecisions bool `protobuf:"varint,7,opt,name=local_decisions,json=localDecisions,proto3" json:"local_decisions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StateChange) Reset() {
@@ -1253,6 +1262,13 @@ func (x *StateChange) GetMode() string {
 		return x.Mode
 	}
 	return ""
+}
+
+func (x *StateChange) GetLocalDecisions() bool {
+	if x != nil {
+		return x.LocalDecisions
+	}
+	return false
 }
 
 type ForceOpenRequest struct {
@@ -1431,6 +1447,464 @@ func (x *AdminResponse) GetStatus() *BreakerStatus {
 	return nil
 }
 
+// Local decisions (ReportBatch): what a Watch client decided and saw
+// without the sidecar since its last batch.
+type LocalOutcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As in ReportRequest.
+	Outcome    Outcome              `protobuf:"varint,1,opt,name=outcome,proto3,enum=breakerd.v1.Outcome" json:"outcome,omitempty"`
+	HttpStatus uint32               `protobuf:"varint,2,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	GrpcCode   *int32               `protobuf:"varint,3,opt,name=grpc_code,json=grpcCode,proto3,oneof" json:"grpc_code,omitempty"`
+	Latency    *durationpb.Duration `protobuf:"bytes,4,opt,name=latency,proto3" json:"latency,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// A call granted through a named fallback chain: as ReportRequest's.
+	Chain         string `protobuf:"bytes,6,opt,name=chain,proto3" json:"chain,omitempty"`
+	Tier          uint32 `protobuf:"varint,7,opt,name=tier,proto3" json:"tier,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalOutcome) Reset() {
+	*x = LocalOutcome{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalOutcome) ProtoMessage() {}
+
+func (x *LocalOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalOutcome.ProtoReflect.Descriptor instead.
+func (*LocalOutcome) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LocalOutcome) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *LocalOutcome) GetHttpStatus() uint32 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *LocalOutcome) GetGrpcCode() int32 {
+	if x != nil && x.GrpcCode != nil {
+		return *x.GrpcCode
+	}
+	return 0
+}
+
+func (x *LocalOutcome) GetLatency() *durationpb.Duration {
+	if x != nil {
+		return x.Latency
+	}
+	return nil
+}
+
+func (x *LocalOutcome) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *LocalOutcome) GetChain() string {
+	if x != nil {
+		return x.Chain
+	}
+	return ""
+}
+
+func (x *LocalOutcome) GetTier() uint32 {
+	if x != nil {
+		return x.Tier
+	}
+	return 0
+}
+
+type DependencyBatch struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Dependency string                 `protobuf:"bytes,1,opt,name=dependency,proto3" json:"dependency,omitempty"`
+	// The generation of the Watch event the client decided on.
+	Generation uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// First attempts granted in the client since the last batch.
+	Grants uint32 `protobuf:"varint,3,opt,name=grants,proto3" json:"grants,omitempty"`
+	// Outcomes of locally granted calls (of this or an earlier batch's
+	// grants in the same generation).
+	Outcomes      []*LocalOutcome `protobuf:"bytes,4,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DependencyBatch) Reset() {
+	*x = DependencyBatch{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DependencyBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DependencyBatch) ProtoMessage() {}
+
+func (x *DependencyBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DependencyBatch.ProtoReflect.Descriptor instead.
+func (*DependencyBatch) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DependencyBatch) GetDependency() string {
+	if x != nil {
+		return x.Dependency
+	}
+	return ""
+}
+
+func (x *DependencyBatch) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *DependencyBatch) GetGrants() uint32 {
+	if x != nil {
+		return x.Grants
+	}
+	return 0
+}
+
+func (x *DependencyBatch) GetOutcomes() []*LocalOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+// Chain decisions made in the client: `count` times the candidate at
+// `tier` was granted, or (none) every candidate was refused.
+type ChainDecision struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chain         string                 `protobuf:"bytes,1,opt,name=chain,proto3" json:"chain,omitempty"`
+	None          bool                   `protobuf:"varint,2,opt,name=none,proto3" json:"none,omitempty"`
+	Tier          uint32                 `protobuf:"varint,3,opt,name=tier,proto3" json:"tier,omitempty"`
+	Count         uint32                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChainDecision) Reset() {
+	*x = ChainDecision{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChainDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChainDecision) ProtoMessage() {}
+
+func (x *ChainDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChainDecision.ProtoReflect.Descriptor instead.
+func (*ChainDecision) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ChainDecision) GetChain() string {
+	if x != nil {
+		return x.Chain
+	}
+	return ""
+}
+
+func (x *ChainDecision) GetNone() bool {
+	if x != nil {
+		return x.None
+	}
+	return false
+}
+
+func (x *ChainDecision) GetTier() uint32 {
+	if x != nil {
+		return x.Tier
+	}
+	return 0
+}
+
+func (x *ChainDecision) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// Decisions made without the sidecar since the last batch: refusals from
+// the Watch cache, and fail-open / fail-closed decisions while it was away.
+type ClientDecisions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dependency    string                 `protobuf:"bytes,1,opt,name=dependency,proto3" json:"dependency,omitempty"`
+	RefusedLocal  uint32                 `protobuf:"varint,2,opt,name=refused_local,json=refusedLocal,proto3" json:"refused_local,omitempty"`
+	FailOpen      uint32                 `protobuf:"varint,3,opt,name=fail_open,json=failOpen,proto3" json:"fail_open,omitempty"`
+	FailClosed    uint32                 `protobuf:"varint,4,opt,name=fail_closed,json=failClosed,proto3" json:"fail_closed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientDecisions) Reset() {
+	*x = ClientDecisions{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientDecisions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientDecisions) ProtoMessage() {}
+
+func (x *ClientDecisions) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientDecisions.ProtoReflect.Descriptor instead.
+func (*ClientDecisions) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ClientDecisions) GetDependency() string {
+	if x != nil {
+		return x.Dependency
+	}
+	return ""
+}
+
+func (x *ClientDecisions) GetRefusedLocal() uint32 {
+	if x != nil {
+		return x.RefusedLocal
+	}
+	return 0
+}
+
+func (x *ClientDecisions) GetFailOpen() uint32 {
+	if x != nil {
+		return x.FailOpen
+	}
+	return 0
+}
+
+func (x *ClientDecisions) GetFailClosed() uint32 {
+	if x != nil {
+		return x.FailClosed
+	}
+	return 0
+}
+
+type ReportBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the client process (named like a dependency); with `sequence`,
+	// recognizes a batch sent again after a timeout.
+	ClientId      string             `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Sequence      uint64             `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Dependencies  []*DependencyBatch `protobuf:"bytes,3,rep,name=dependencies,proto3" json:"dependencies,omitempty"`
+	Chains        []*ChainDecision   `protobuf:"bytes,4,rep,name=chains,proto3" json:"chains,omitempty"`
+	Decisions     []*ClientDecisions `protobuf:"bytes,5,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportBatchRequest) Reset() {
+	*x = ReportBatchRequest{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportBatchRequest) ProtoMessage() {}
+
+func (x *ReportBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportBatchRequest.ProtoReflect.Descriptor instead.
+func (*ReportBatchRequest) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReportBatchRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ReportBatchRequest) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *ReportBatchRequest) GetDependencies() []*DependencyBatch {
+	if x != nil {
+		return x.Dependencies
+	}
+	return nil
+}
+
+func (x *ReportBatchRequest) GetChains() []*ChainDecision {
+	if x != nil {
+		return x.Chains
+	}
+	return nil
+}
+
+func (x *ReportBatchRequest) GetDecisions() []*ClientDecisions {
+	if x != nil {
+		return x.Decisions
+	}
+	return nil
+}
+
+type ReportBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Outcomes applied; late (an older generation, or a breaker evicted);
+	// refused (beyond the grants, or a generation the breaker never had:
+	// changing nothing).
+	Counted uint32 `protobuf:"varint,1,opt,name=counted,proto3" json:"counted,omitempty"`
+	Late    uint32 `protobuf:"varint,2,opt,name=late,proto3" json:"late,omitempty"`
+	Refused uint32 `protobuf:"varint,3,opt,name=refused,proto3" json:"refused,omitempty"`
+	// This client id and sequence were applied already: nothing was.
+	RepeatedBatch bool `protobuf:"varint,4,opt,name=repeated_batch,json=repeatedBatch,proto3" json:"repeated_batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportBatchResponse) Reset() {
+	*x = ReportBatchResponse{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportBatchResponse) ProtoMessage() {}
+
+func (x *ReportBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportBatchResponse.ProtoReflect.Descriptor instead.
+func (*ReportBatchResponse) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReportBatchResponse) GetCounted() uint32 {
+	if x != nil {
+		return x.Counted
+	}
+	return 0
+}
+
+func (x *ReportBatchResponse) GetLate() uint32 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+func (x *ReportBatchResponse) GetRefused() uint32 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *ReportBatchResponse) GetRepeatedBatch() bool {
+	if x != nil {
+		return x.RepeatedBatch
+	}
+	return false
+}
+
 var File_breakerd_v1_breaker_proto protoreflect.FileDescriptor
 
 const file_breakerd_v1_breaker_proto_rawDesc = "" +
@@ -1518,7 +1992,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x12ListStatesResponse\x126\n" +
 	"\bbreakers\x18\x01 \x03(\v2\x1a.breakerd.v1.BreakerStatusR\bbreakers\"2\n" +
 	"\fWatchRequest\x12\"\n" +
-	"\fdependencies\x18\x01 \x03(\tR\fdependencies\"\x8f\x02\n" +
+	"\fdependencies\x18\x01 \x03(\tR\fdependencies\"\xb8\x02\n" +
 	"\vStateChange\x12\x1e\n" +
 	"\n" +
 	"dependency\x18\x01 \x01(\tR\n" +
@@ -1531,7 +2005,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"generation\x12:\n" +
 	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12\x12\n" +
-	"\x04mode\x18\b \x01(\tR\x04mode\"2\n" +
+	"\x04mode\x18\b \x01(\tR\x04mode\x12'\n" +
+	"\x0flocal_decisions\x18\a \x01(\bR\x0elocalDecisions\"2\n" +
 	"\x10ForceOpenRequest\x12\x1e\n" +
 	"\n" +
 	"dependency\x18\x01 \x01(\tR\n" +
@@ -1545,7 +2020,52 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"dependency\x18\x01 \x01(\tR\n" +
 	"dependency\"C\n" +
 	"\rAdminResponse\x122\n" +
-	"\x06status\x18\x01 \x01(\v2\x1a.breakerd.v1.BreakerStatusR\x06status*\x85\x01\n" +
+	"\x06status\x18\x01 \x01(\v2\x1a.breakerd.v1.BreakerStatusR\x06status\"\xaa\x02\n" +
+	"\fLocalOutcome\x12.\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x14.breakerd.v1.OutcomeR\aoutcome\x12\x1f\n" +
+	"\vhttp_status\x18\x02 \x01(\rR\n" +
+	"httpStatus\x12 \n" +
+	"\tgrpc_code\x18\x03 \x01(\x05H\x00R\bgrpcCode\x88\x01\x01\x123\n" +
+	"\alatency\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\alatency\x12:\n" +
+	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\x12\x14\n" +
+	"\x05chain\x18\x06 \x01(\tR\x05chain\x12\x12\n" +
+	"\x04tier\x18\a \x01(\rR\x04tierB\f\n" +
+	"\n" +
+	"_grpc_code\"\xa0\x01\n" +
+	"\x0fDependencyBatch\x12\x1e\n" +
+	"\n" +
+	"dependency\x18\x01 \x01(\tR\n" +
+	"dependency\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12\x16\n" +
+	"\x06grants\x18\x03 \x01(\rR\x06grants\x125\n" +
+	"\boutcomes\x18\x04 \x03(\v2\x19.breakerd.v1.LocalOutcomeR\boutcomes\"c\n" +
+	"\rChainDecision\x12\x14\n" +
+	"\x05chain\x18\x01 \x01(\tR\x05chain\x12\x12\n" +
+	"\x04none\x18\x02 \x01(\bR\x04none\x12\x12\n" +
+	"\x04tier\x18\x03 \x01(\rR\x04tier\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\rR\x05count\"\x94\x01\n" +
+	"\x0fClientDecisions\x12\x1e\n" +
+	"\n" +
+	"dependency\x18\x01 \x01(\tR\n" +
+	"dependency\x12#\n" +
+	"\rrefused_local\x18\x02 \x01(\rR\frefusedLocal\x12\x1b\n" +
+	"\tfail_open\x18\x03 \x01(\rR\bfailOpen\x12\x1f\n" +
+	"\vfail_closed\x18\x04 \x01(\rR\n" +
+	"failClosed\"\xff\x01\n" +
+	"\x12ReportBatchRequest\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\x04R\bsequence\x12@\n" +
+	"\fdependencies\x18\x03 \x03(\v2\x1c.breakerd.v1.DependencyBatchR\fdependencies\x122\n" +
+	"\x06chains\x18\x04 \x03(\v2\x1a.breakerd.v1.ChainDecisionR\x06chains\x12:\n" +
+	"\tdecisions\x18\x05 \x03(\v2\x1c.breakerd.v1.ClientDecisionsR\tdecisions\"\x84\x01\n" +
+	"\x13ReportBatchResponse\x12\x18\n" +
+	"\acounted\x18\x01 \x01(\rR\acounted\x12\x12\n" +
+	"\x04late\x18\x02 \x01(\rR\x04late\x12\x18\n" +
+	"\arefused\x18\x03 \x01(\rR\arefused\x12%\n" +
+	"\x0erepeated_batch\x18\x04 \x01(\bR\rrepeatedBatch*\x85\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSTATE_CLOSED\x10\x01\x12\x0e\n" +
@@ -1578,11 +2098,12 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x13OUTCOME_BAD_REQUEST\x10\x06\x12\x16\n" +
 	"\x12OUTCOME_AUTH_ERROR\x10\a\x12\x15\n" +
 	"\x11OUTCOME_CANCELLED\x10\b\x12\x18\n" +
-	"\x14OUTCOME_SOFT_FAILURE\x10\t2\xbc\x03\n" +
+	"\x14OUTCOME_SOFT_FAILURE\x10\t2\x8e\x04\n" +
 	"\aBreaker\x12D\n" +
 	"\aAcquire\x12\x1b.breakerd.v1.AcquireRequest\x1a\x1c.breakerd.v1.AcquireResponse\x12A\n" +
 	"\x06Report\x12\x1a.breakerd.v1.ReportRequest\x1a\x1b.breakerd.v1.ReportResponse\x12S\n" +
-	"\fAcquireFirst\x12 .breakerd.v1.AcquireFirstRequest\x1a!.breakerd.v1.AcquireFirstResponse\x12D\n" +
+	"\fAcquireFirst\x12 .breakerd.v1.AcquireFirstRequest\x1a!.breakerd.v1.AcquireFirstResponse\x12P\n" +
+	"\vReportBatch\x12\x1f.breakerd.v1.ReportBatchRequest\x1a .breakerd.v1.ReportBatchResponse\x12D\n" +
 	"\bGetState\x12\x1c.breakerd.v1.GetStateRequest\x1a\x1a.breakerd.v1.BreakerStatus\x12M\n" +
 	"\n" +
 	"ListStates\x12\x1e.breakerd.v1.ListStatesRequest\x1a\x1f.breakerd.v1.ListStatesResponse\x12>\n" +
@@ -1607,7 +2128,7 @@ func file_breakerd_v1_breaker_proto_rawDescGZIP() []byte {
 }
 
 var file_breakerd_v1_breaker_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_breakerd_v1_breaker_proto_goTypes = []any{
 	(State)(0),                   // 0: breakerd.v1.State
 	(RejectReason)(0),            // 1: breakerd.v1.RejectReason
@@ -1629,50 +2150,65 @@ var file_breakerd_v1_breaker_proto_goTypes = []any{
 	(*ForceCloseRequest)(nil),    // 17: breakerd.v1.ForceCloseRequest
 	(*ResetRequest)(nil),         // 18: breakerd.v1.ResetRequest
 	(*AdminResponse)(nil),        // 19: breakerd.v1.AdminResponse
-	(*durationpb.Duration)(nil),  // 20: google.protobuf.Duration
+	(*LocalOutcome)(nil),         // 20: breakerd.v1.LocalOutcome
+	(*DependencyBatch)(nil),      // 21: breakerd.v1.DependencyBatch
+	(*ChainDecision)(nil),        // 22: breakerd.v1.ChainDecision
+	(*ClientDecisions)(nil),      // 23: breakerd.v1.ClientDecisions
+	(*ReportBatchRequest)(nil),   // 24: breakerd.v1.ReportBatchRequest
+	(*ReportBatchResponse)(nil),  // 25: breakerd.v1.ReportBatchResponse
+	(*durationpb.Duration)(nil),  // 26: google.protobuf.Duration
 }
 var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	0,  // 0: breakerd.v1.AcquireResponse.state:type_name -> breakerd.v1.State
 	1,  // 1: breakerd.v1.AcquireResponse.reason:type_name -> breakerd.v1.RejectReason
-	20, // 2: breakerd.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
+	26, // 2: breakerd.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
 	3,  // 3: breakerd.v1.ReportRequest.outcome:type_name -> breakerd.v1.Outcome
-	20, // 4: breakerd.v1.ReportRequest.latency:type_name -> google.protobuf.Duration
-	20, // 5: breakerd.v1.ReportRequest.retry_after:type_name -> google.protobuf.Duration
+	26, // 4: breakerd.v1.ReportRequest.latency:type_name -> google.protobuf.Duration
+	26, // 5: breakerd.v1.ReportRequest.retry_after:type_name -> google.protobuf.Duration
 	0,  // 6: breakerd.v1.ReportResponse.state:type_name -> breakerd.v1.State
 	2,  // 7: breakerd.v1.ReportResponse.effect:type_name -> breakerd.v1.Effect
 	0,  // 8: breakerd.v1.AcquireFirstResponse.state:type_name -> breakerd.v1.State
 	1,  // 9: breakerd.v1.AcquireFirstResponse.reason:type_name -> breakerd.v1.RejectReason
-	20, // 10: breakerd.v1.AcquireFirstResponse.retry_after:type_name -> google.protobuf.Duration
+	26, // 10: breakerd.v1.AcquireFirstResponse.retry_after:type_name -> google.protobuf.Duration
 	0,  // 11: breakerd.v1.BreakerStatus.state:type_name -> breakerd.v1.State
-	20, // 12: breakerd.v1.BreakerStatus.retry_after:type_name -> google.protobuf.Duration
+	26, // 12: breakerd.v1.BreakerStatus.retry_after:type_name -> google.protobuf.Duration
 	11, // 13: breakerd.v1.ListStatesResponse.breakers:type_name -> breakerd.v1.BreakerStatus
 	0,  // 14: breakerd.v1.StateChange.state:type_name -> breakerd.v1.State
 	0,  // 15: breakerd.v1.StateChange.previous:type_name -> breakerd.v1.State
-	20, // 16: breakerd.v1.StateChange.retry_after:type_name -> google.protobuf.Duration
+	26, // 16: breakerd.v1.StateChange.retry_after:type_name -> google.protobuf.Duration
 	11, // 17: breakerd.v1.AdminResponse.status:type_name -> breakerd.v1.BreakerStatus
-	4,  // 18: breakerd.v1.Breaker.Acquire:input_type -> breakerd.v1.AcquireRequest
-	6,  // 19: breakerd.v1.Breaker.Report:input_type -> breakerd.v1.ReportRequest
-	8,  // 20: breakerd.v1.Breaker.AcquireFirst:input_type -> breakerd.v1.AcquireFirstRequest
-	10, // 21: breakerd.v1.Breaker.GetState:input_type -> breakerd.v1.GetStateRequest
-	12, // 22: breakerd.v1.Breaker.ListStates:input_type -> breakerd.v1.ListStatesRequest
-	14, // 23: breakerd.v1.Breaker.Watch:input_type -> breakerd.v1.WatchRequest
-	16, // 24: breakerd.v1.Admin.ForceOpen:input_type -> breakerd.v1.ForceOpenRequest
-	17, // 25: breakerd.v1.Admin.ForceClose:input_type -> breakerd.v1.ForceCloseRequest
-	18, // 26: breakerd.v1.Admin.Reset:input_type -> breakerd.v1.ResetRequest
-	5,  // 27: breakerd.v1.Breaker.Acquire:output_type -> breakerd.v1.AcquireResponse
-	7,  // 28: breakerd.v1.Breaker.Report:output_type -> breakerd.v1.ReportResponse
-	9,  // 29: breakerd.v1.Breaker.AcquireFirst:output_type -> breakerd.v1.AcquireFirstResponse
-	11, // 30: breakerd.v1.Breaker.GetState:output_type -> breakerd.v1.BreakerStatus
-	13, // 31: breakerd.v1.Breaker.ListStates:output_type -> breakerd.v1.ListStatesResponse
-	15, // 32: breakerd.v1.Breaker.Watch:output_type -> breakerd.v1.StateChange
-	19, // 33: breakerd.v1.Admin.ForceOpen:output_type -> breakerd.v1.AdminResponse
-	19, // 34: breakerd.v1.Admin.ForceClose:output_type -> breakerd.v1.AdminResponse
-	19, // 35: breakerd.v1.Admin.Reset:output_type -> breakerd.v1.AdminResponse
-	27, // [27:36] is the sub-list for method output_type
-	18, // [18:27] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	3,  // 18: breakerd.v1.LocalOutcome.outcome:type_name -> breakerd.v1.Outcome
+	26, // 19: breakerd.v1.LocalOutcome.latency:type_name -> google.protobuf.Duration
+	26, // 20: breakerd.v1.LocalOutcome.retry_after:type_name -> google.protobuf.Duration
+	20, // 21: breakerd.v1.DependencyBatch.outcomes:type_name -> breakerd.v1.LocalOutcome
+	21, // 22: breakerd.v1.ReportBatchRequest.dependencies:type_name -> breakerd.v1.DependencyBatch
+	22, // 23: breakerd.v1.ReportBatchRequest.chains:type_name -> breakerd.v1.ChainDecision
+	23, // 24: breakerd.v1.ReportBatchRequest.decisions:type_name -> breakerd.v1.ClientDecisions
+	4,  // 25: breakerd.v1.Breaker.Acquire:input_type -> breakerd.v1.AcquireRequest
+	6,  // 26: breakerd.v1.Breaker.Report:input_type -> breakerd.v1.ReportRequest
+	8,  // 27: breakerd.v1.Breaker.AcquireFirst:input_type -> breakerd.v1.AcquireFirstRequest
+	24, // 28: breakerd.v1.Breaker.ReportBatch:input_type -> breakerd.v1.ReportBatchRequest
+	10, // 29: breakerd.v1.Breaker.GetState:input_type -> breakerd.v1.GetStateRequest
+	12, // 30: breakerd.v1.Breaker.ListStates:input_type -> breakerd.v1.ListStatesRequest
+	14, // 31: breakerd.v1.Breaker.Watch:input_type -> breakerd.v1.WatchRequest
+	16, // 32: breakerd.v1.Admin.ForceOpen:input_type -> breakerd.v1.ForceOpenRequest
+	17, // 33: breakerd.v1.Admin.ForceClose:input_type -> breakerd.v1.ForceCloseRequest
+	18, // 34: breakerd.v1.Admin.Reset:input_type -> breakerd.v1.ResetRequest
+	5,  // 35: breakerd.v1.Breaker.Acquire:output_type -> breakerd.v1.AcquireResponse
+	7,  // 36: breakerd.v1.Breaker.Report:output_type -> breakerd.v1.ReportResponse
+	9,  // 37: breakerd.v1.Breaker.AcquireFirst:output_type -> breakerd.v1.AcquireFirstResponse
+	25, // 38: breakerd.v1.Breaker.ReportBatch:output_type -> breakerd.v1.ReportBatchResponse
+	11, // 39: breakerd.v1.Breaker.GetState:output_type -> breakerd.v1.BreakerStatus
+	13, // 40: breakerd.v1.Breaker.ListStates:output_type -> breakerd.v1.ListStatesResponse
+	15, // 41: breakerd.v1.Breaker.Watch:output_type -> breakerd.v1.StateChange
+	19, // 42: breakerd.v1.Admin.ForceOpen:output_type -> breakerd.v1.AdminResponse
+	19, // 43: breakerd.v1.Admin.ForceClose:output_type -> breakerd.v1.AdminResponse
+	19, // 44: breakerd.v1.Admin.Reset:output_type -> breakerd.v1.AdminResponse
+	35, // [35:45] is the sub-list for method output_type
+	25, // [25:35] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_breakerd_v1_breaker_proto_init() }
@@ -1681,13 +2217,14 @@ func file_breakerd_v1_breaker_proto_init() {
 		return
 	}
 	file_breakerd_v1_breaker_proto_msgTypes[2].OneofWrappers = []any{}
+	file_breakerd_v1_breaker_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_breakerd_v1_breaker_proto_rawDesc), len(file_breakerd_v1_breaker_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   16,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -38,6 +38,7 @@ const (
 	Breaker_Acquire_FullMethodName      = "/breakerd.v1.Breaker/Acquire"
 	Breaker_Report_FullMethodName       = "/breakerd.v1.Breaker/Report"
 	Breaker_AcquireFirst_FullMethodName = "/breakerd.v1.Breaker/AcquireFirst"
+	Breaker_ReportBatch_FullMethodName  = "/breakerd.v1.Breaker/ReportBatch"
 	Breaker_GetState_FullMethodName     = "/breakerd.v1.Breaker/GetState"
 	Breaker_ListStates_FullMethodName   = "/breakerd.v1.Breaker/ListStates"
 	Breaker_Watch_FullMethodName        = "/breakerd.v1.Breaker/Watch"
@@ -62,6 +63,10 @@ type BreakerClient interface {
 	// Acquire over a fallback chain in one round trip. Same codes as Acquire;
 	// INVALID_ARGUMENT also for an empty list or more than the limit.
 	AcquireFirst(ctx context.Context, in *AcquireFirstRequest, opts ...grpc.CallOption) (*AcquireFirstResponse, error)
+	// A Watch client's local decisions, in one batch. OK with the counts;
+	// INVALID_ARGUMENT naming the field (nothing applied); RESOURCE_EXHAUSTED
+	// past 1,000 outcomes (split the batch).
+	ReportBatch(ctx context.Context, in *ReportBatchRequest, opts ...grpc.CallOption) (*ReportBatchResponse, error)
 	// One breaker's status. NOT_FOUND if no breaker exists for the name yet
 	// (breakers are created on first Acquire); INVALID_ARGUMENT for a bad name.
 	GetState(ctx context.Context, in *GetStateRequest, opts ...grpc.CallOption) (*BreakerStatus, error)
@@ -110,6 +115,16 @@ func (c *breakerClient) AcquireFirst(ctx context.Context, in *AcquireFirstReques
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AcquireFirstResponse)
 	err := c.cc.Invoke(ctx, Breaker_AcquireFirst_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *breakerClient) ReportBatch(ctx context.Context, in *ReportBatchRequest, opts ...grpc.CallOption) (*ReportBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportBatchResponse)
+	err := c.cc.Invoke(ctx, Breaker_ReportBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -174,6 +189,10 @@ type BreakerServer interface {
 	// Acquire over a fallback chain in one round trip. Same codes as Acquire;
 	// INVALID_ARGUMENT also for an empty list or more than the limit.
 	AcquireFirst(context.Context, *AcquireFirstRequest) (*AcquireFirstResponse, error)
+	// A Watch client's local decisions, in one batch. OK with the counts;
+	// INVALID_ARGUMENT naming the field (nothing applied); RESOURCE_EXHAUSTED
+	// past 1,000 outcomes (split the batch).
+	ReportBatch(context.Context, *ReportBatchRequest) (*ReportBatchResponse, error)
 	// One breaker's status. NOT_FOUND if no breaker exists for the name yet
 	// (breakers are created on first Acquire); INVALID_ARGUMENT for a bad name.
 	GetState(context.Context, *GetStateRequest) (*BreakerStatus, error)
@@ -206,6 +225,9 @@ func (UnimplementedBreakerServer) Report(context.Context, *ReportRequest) (*Repo
 }
 func (UnimplementedBreakerServer) AcquireFirst(context.Context, *AcquireFirstRequest) (*AcquireFirstResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcquireFirst not implemented")
+}
+func (UnimplementedBreakerServer) ReportBatch(context.Context, *ReportBatchRequest) (*ReportBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportBatch not implemented")
 }
 func (UnimplementedBreakerServer) GetState(context.Context, *GetStateRequest) (*BreakerStatus, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetState not implemented")
@@ -291,6 +313,24 @@ func _Breaker_AcquireFirst_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Breaker_ReportBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BreakerServer).ReportBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Breaker_ReportBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BreakerServer).ReportBatch(ctx, req.(*ReportBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Breaker_GetState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetStateRequest)
 	if err := dec(in); err != nil {
@@ -356,6 +396,10 @@ var Breaker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcquireFirst",
 			Handler:    _Breaker_AcquireFirst_Handler,
+		},
+		{
+			MethodName: "ReportBatch",
+			Handler:    _Breaker_ReportBatch_Handler,
 		},
 		{
 			MethodName: "GetState",

@@ -9,11 +9,17 @@ import type { AdminClient as _breakerd_v1_AdminClient, AdminDefinition as _break
 import type { AdminResponse as _breakerd_v1_AdminResponse, AdminResponse__Output as _breakerd_v1_AdminResponse__Output } from './breakerd/v1/AdminResponse';
 import type { BreakerClient as _breakerd_v1_BreakerClient, BreakerDefinition as _breakerd_v1_BreakerDefinition } from './breakerd/v1/Breaker';
 import type { BreakerStatus as _breakerd_v1_BreakerStatus, BreakerStatus__Output as _breakerd_v1_BreakerStatus__Output } from './breakerd/v1/BreakerStatus';
+import type { ChainDecision as _breakerd_v1_ChainDecision, ChainDecision__Output as _breakerd_v1_ChainDecision__Output } from './breakerd/v1/ChainDecision';
+import type { ClientDecisions as _breakerd_v1_ClientDecisions, ClientDecisions__Output as _breakerd_v1_ClientDecisions__Output } from './breakerd/v1/ClientDecisions';
+import type { DependencyBatch as _breakerd_v1_DependencyBatch, DependencyBatch__Output as _breakerd_v1_DependencyBatch__Output } from './breakerd/v1/DependencyBatch';
 import type { ForceCloseRequest as _breakerd_v1_ForceCloseRequest, ForceCloseRequest__Output as _breakerd_v1_ForceCloseRequest__Output } from './breakerd/v1/ForceCloseRequest';
 import type { ForceOpenRequest as _breakerd_v1_ForceOpenRequest, ForceOpenRequest__Output as _breakerd_v1_ForceOpenRequest__Output } from './breakerd/v1/ForceOpenRequest';
 import type { GetStateRequest as _breakerd_v1_GetStateRequest, GetStateRequest__Output as _breakerd_v1_GetStateRequest__Output } from './breakerd/v1/GetStateRequest';
 import type { ListStatesRequest as _breakerd_v1_ListStatesRequest, ListStatesRequest__Output as _breakerd_v1_ListStatesRequest__Output } from './breakerd/v1/ListStatesRequest';
 import type { ListStatesResponse as _breakerd_v1_ListStatesResponse, ListStatesResponse__Output as _breakerd_v1_ListStatesResponse__Output } from './breakerd/v1/ListStatesResponse';
+import type { LocalOutcome as _breakerd_v1_LocalOutcome, LocalOutcome__Output as _breakerd_v1_LocalOutcome__Output } from './breakerd/v1/LocalOutcome';
+import type { ReportBatchRequest as _breakerd_v1_ReportBatchRequest, ReportBatchRequest__Output as _breakerd_v1_ReportBatchRequest__Output } from './breakerd/v1/ReportBatchRequest';
+import type { ReportBatchResponse as _breakerd_v1_ReportBatchResponse, ReportBatchResponse__Output as _breakerd_v1_ReportBatchResponse__Output } from './breakerd/v1/ReportBatchResponse';
 import type { ReportRequest as _breakerd_v1_ReportRequest, ReportRequest__Output as _breakerd_v1_ReportRequest__Output } from './breakerd/v1/ReportRequest';
 import type { ReportResponse as _breakerd_v1_ReportResponse, ReportResponse__Output as _breakerd_v1_ReportResponse__Output } from './breakerd/v1/ReportResponse';
 import type { ResetRequest as _breakerd_v1_ResetRequest, ResetRequest__Output as _breakerd_v1_ResetRequest__Output } from './breakerd/v1/ResetRequest';
@@ -46,14 +52,20 @@ export interface ProtoGrpcType {
        */
       Breaker: SubtypeConstructor<typeof grpc.Client, _breakerd_v1_BreakerClient> & { service: _breakerd_v1_BreakerDefinition }
       BreakerStatus: MessageTypeDefinition<_breakerd_v1_BreakerStatus, _breakerd_v1_BreakerStatus__Output>
+      ChainDecision: MessageTypeDefinition<_breakerd_v1_ChainDecision, _breakerd_v1_ChainDecision__Output>
+      ClientDecisions: MessageTypeDefinition<_breakerd_v1_ClientDecisions, _breakerd_v1_ClientDecisions__Output>
+      DependencyBatch: MessageTypeDefinition<_breakerd_v1_DependencyBatch, _breakerd_v1_DependencyBatch__Output>
       Effect: EnumTypeDefinition
       ForceCloseRequest: MessageTypeDefinition<_breakerd_v1_ForceCloseRequest, _breakerd_v1_ForceCloseRequest__Output>
       ForceOpenRequest: MessageTypeDefinition<_breakerd_v1_ForceOpenRequest, _breakerd_v1_ForceOpenRequest__Output>
       GetStateRequest: MessageTypeDefinition<_breakerd_v1_GetStateRequest, _breakerd_v1_GetStateRequest__Output>
       ListStatesRequest: MessageTypeDefinition<_breakerd_v1_ListStatesRequest, _breakerd_v1_ListStatesRequest__Output>
       ListStatesResponse: MessageTypeDefinition<_breakerd_v1_ListStatesResponse, _breakerd_v1_ListStatesResponse__Output>
+      LocalOutcome: MessageTypeDefinition<_breakerd_v1_LocalOutcome, _breakerd_v1_LocalOutcome__Output>
       Outcome: EnumTypeDefinition
       RejectReason: EnumTypeDefinition
+      ReportBatchRequest: MessageTypeDefinition<_breakerd_v1_ReportBatchRequest, _breakerd_v1_ReportBatchRequest__Output>
+      ReportBatchResponse: MessageTypeDefinition<_breakerd_v1_ReportBatchResponse, _breakerd_v1_ReportBatchResponse__Output>
       ReportRequest: MessageTypeDefinition<_breakerd_v1_ReportRequest, _breakerd_v1_ReportRequest__Output>
       ReportResponse: MessageTypeDefinition<_breakerd_v1_ReportResponse, _breakerd_v1_ReportResponse__Output>
       ResetRequest: MessageTypeDefinition<_breakerd_v1_ResetRequest, _breakerd_v1_ResetRequest__Output>

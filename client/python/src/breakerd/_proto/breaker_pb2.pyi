@@ -133,6 +133,42 @@ class BreakerStatus(_message.Message):
     window_slow_calls: int
     def __init__(self, dependency: _Optional[str] = ..., state: _Optional[_Union[State, str]] = ..., generation: _Optional[int] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., window_calls: _Optional[int] = ..., window_failures: _Optional[int] = ..., window_slow_calls: _Optional[int] = ..., failure_rate: _Optional[float] = ..., consecutive_failures: _Optional[int] = ..., escalation_level: _Optional[int] = ..., policy: _Optional[str] = ..., mode: _Optional[str] = ..., probe_in_flight: bool = ..., admit_share: _Optional[float] = ..., inflight: _Optional[int] = ..., fleet_window_calls: _Optional[int] = ..., fleet_window_failures: _Optional[int] = ...) -> None: ...
 
+class ChainDecision(_message.Message):
+    __slots__ = ["chain", "count", "none", "tier"]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    NONE_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    chain: str
+    count: int
+    none: bool
+    tier: int
+    def __init__(self, chain: _Optional[str] = ..., none: bool = ..., tier: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ClientDecisions(_message.Message):
+    __slots__ = ["dependency", "fail_closed", "fail_open", "refused_local"]
+    DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
+    FAIL_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    FAIL_OPEN_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_LOCAL_FIELD_NUMBER: _ClassVar[int]
+    dependency: str
+    fail_closed: int
+    fail_open: int
+    refused_local: int
+    def __init__(self, dependency: _Optional[str] = ..., refused_local: _Optional[int] = ..., fail_open: _Optional[int] = ..., fail_closed: _Optional[int] = ...) -> None: ...
+
+class DependencyBatch(_message.Message):
+    __slots__ = ["dependency", "generation", "grants", "outcomes"]
+    DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    dependency: str
+    generation: int
+    grants: int
+    outcomes: _containers.RepeatedCompositeFieldContainer[LocalOutcome]
+    def __init__(self, dependency: _Optional[str] = ..., generation: _Optional[int] = ..., grants: _Optional[int] = ..., outcomes: _Optional[_Iterable[_Union[LocalOutcome, _Mapping]]] = ...) -> None: ...
+
 class ForceCloseRequest(_message.Message):
     __slots__ = ["dependency"]
     DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +196,50 @@ class ListStatesResponse(_message.Message):
     BREAKERS_FIELD_NUMBER: _ClassVar[int]
     breakers: _containers.RepeatedCompositeFieldContainer[BreakerStatus]
     def __init__(self, breakers: _Optional[_Iterable[_Union[BreakerStatus, _Mapping]]] = ...) -> None: ...
+
+class LocalOutcome(_message.Message):
+    __slots__ = ["chain", "grpc_code", "http_status", "latency", "outcome", "retry_after", "tier"]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
+    GRPC_CODE_FIELD_NUMBER: _ClassVar[int]
+    HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    chain: str
+    grpc_code: int
+    http_status: int
+    latency: _duration_pb2.Duration
+    outcome: Outcome
+    retry_after: _duration_pb2.Duration
+    tier: int
+    def __init__(self, outcome: _Optional[_Union[Outcome, str]] = ..., http_status: _Optional[int] = ..., grpc_code: _Optional[int] = ..., latency: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., chain: _Optional[str] = ..., tier: _Optional[int] = ...) -> None: ...
+
+class ReportBatchRequest(_message.Message):
+    __slots__ = ["chains", "client_id", "decisions", "dependencies", "sequence"]
+    CHAINS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    chains: _containers.RepeatedCompositeFieldContainer[ChainDecision]
+    client_id: str
+    decisions: _containers.RepeatedCompositeFieldContainer[ClientDecisions]
+    dependencies: _containers.RepeatedCompositeFieldContainer[DependencyBatch]
+    sequence: int
+    def __init__(self, client_id: _Optional[str] = ..., sequence: _Optional[int] = ..., dependencies: _Optional[_Iterable[_Union[DependencyBatch, _Mapping]]] = ..., chains: _Optional[_Iterable[_Union[ChainDecision, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[ClientDecisions, _Mapping]]] = ...) -> None: ...
+
+class ReportBatchResponse(_message.Message):
+    __slots__ = ["counted", "late", "refused", "repeated_batch"]
+    COUNTED_FIELD_NUMBER: _ClassVar[int]
+    LATE_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    REPEATED_BATCH_FIELD_NUMBER: _ClassVar[int]
+    counted: int
+    late: int
+    refused: int
+    repeated_batch: bool
+    def __init__(self, counted: _Optional[int] = ..., late: _Optional[int] = ..., refused: _Optional[int] = ..., repeated_batch: bool = ...) -> None: ...
 
 class ReportRequest(_message.Message):
     __slots__ = ["chain", "dependency", "grpc_code", "http_status", "latency", "outcome", "permit", "retry_after", "tier"]
@@ -198,9 +278,10 @@ class ResetRequest(_message.Message):
     def __init__(self, dependency: _Optional[str] = ...) -> None: ...
 
 class StateChange(_message.Message):
-    __slots__ = ["dependency", "generation", "mode", "previous", "reason", "retry_after", "state"]
+    __slots__ = ["dependency", "generation", "local_decisions", "mode", "previous", "reason", "retry_after", "state"]
     DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_DECISIONS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     PREVIOUS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -208,12 +289,13 @@ class StateChange(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     dependency: str
     generation: int
+    local_decisions: bool
     mode: str
     previous: State
     reason: str
     retry_after: _duration_pb2.Duration
     state: State
-    def __init__(self, dependency: _Optional[str] = ..., state: _Optional[_Union[State, str]] = ..., previous: _Optional[_Union[State, str]] = ..., reason: _Optional[str] = ..., generation: _Optional[int] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., mode: _Optional[str] = ...) -> None: ...
+    def __init__(self, dependency: _Optional[str] = ..., state: _Optional[_Union[State, str]] = ..., previous: _Optional[_Union[State, str]] = ..., reason: _Optional[str] = ..., generation: _Optional[int] = ..., retry_after: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., mode: _Optional[str] = ..., local_decisions: bool = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ["dependencies"]

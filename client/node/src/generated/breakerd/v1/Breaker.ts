@@ -10,6 +10,8 @@ import type { BreakerStatus as _breakerd_v1_BreakerStatus, BreakerStatus__Output
 import type { GetStateRequest as _breakerd_v1_GetStateRequest, GetStateRequest__Output as _breakerd_v1_GetStateRequest__Output } from '../../breakerd/v1/GetStateRequest';
 import type { ListStatesRequest as _breakerd_v1_ListStatesRequest, ListStatesRequest__Output as _breakerd_v1_ListStatesRequest__Output } from '../../breakerd/v1/ListStatesRequest';
 import type { ListStatesResponse as _breakerd_v1_ListStatesResponse, ListStatesResponse__Output as _breakerd_v1_ListStatesResponse__Output } from '../../breakerd/v1/ListStatesResponse';
+import type { ReportBatchRequest as _breakerd_v1_ReportBatchRequest, ReportBatchRequest__Output as _breakerd_v1_ReportBatchRequest__Output } from '../../breakerd/v1/ReportBatchRequest';
+import type { ReportBatchResponse as _breakerd_v1_ReportBatchResponse, ReportBatchResponse__Output as _breakerd_v1_ReportBatchResponse__Output } from '../../breakerd/v1/ReportBatchResponse';
 import type { ReportRequest as _breakerd_v1_ReportRequest, ReportRequest__Output as _breakerd_v1_ReportRequest__Output } from '../../breakerd/v1/ReportRequest';
 import type { ReportResponse as _breakerd_v1_ReportResponse, ReportResponse__Output as _breakerd_v1_ReportResponse__Output } from '../../breakerd/v1/ReportResponse';
 import type { StateChange as _breakerd_v1_StateChange, StateChange__Output as _breakerd_v1_StateChange__Output } from '../../breakerd/v1/StateChange';
@@ -111,6 +113,25 @@ export interface BreakerClient extends grpc.Client {
   report(argument: _breakerd_v1_ReportRequest, callback: grpc.requestCallback<_breakerd_v1_ReportResponse__Output>): grpc.ClientUnaryCall;
   
   /**
+   * A Watch client's local decisions, in one batch. OK with the counts;
+   * INVALID_ARGUMENT naming the field (nothing applied); RESOURCE_EXHAUSTED
+   * past 1,000 outcomes (split the batch).
+   */
+  ReportBatch(argument: _breakerd_v1_ReportBatchRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_breakerd_v1_ReportBatchResponse__Output>): grpc.ClientUnaryCall;
+  ReportBatch(argument: _breakerd_v1_ReportBatchRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_breakerd_v1_ReportBatchResponse__Output>): grpc.ClientUnaryCall;
+  ReportBatch(argument: _breakerd_v1_ReportBatchRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_breakerd_v1_ReportBatchResponse__Output>): grpc.ClientUnaryCall;
+  ReportBatch(argument: _breakerd_v1_ReportBatchRequest, callback: grpc.requestCallback<_breakerd_v1_ReportBatchResponse__Output>): grpc.ClientUnaryCall;
+  /**
+   * A Watch client's local decisions, in one batch. OK with the counts;
+   * INVALID_ARGUMENT naming the field (nothing applied); RESOURCE_EXHAUSTED
+   * past 1,000 outcomes (split the batch).
+   */
+  reportBatch(argument: _breakerd_v1_ReportBatchRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_breakerd_v1_ReportBatchResponse__Output>): grpc.ClientUnaryCall;
+  reportBatch(argument: _breakerd_v1_ReportBatchRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_breakerd_v1_ReportBatchResponse__Output>): grpc.ClientUnaryCall;
+  reportBatch(argument: _breakerd_v1_ReportBatchRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_breakerd_v1_ReportBatchResponse__Output>): grpc.ClientUnaryCall;
+  reportBatch(argument: _breakerd_v1_ReportBatchRequest, callback: grpc.requestCallback<_breakerd_v1_ReportBatchResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
    * The current state of each named dependency (all, if none named), then
    * every transition as it happens. The response headers, with
    * `breakerd-watch-subscribed: 1`, are sent as soon as the stream is
@@ -175,6 +196,13 @@ export interface BreakerHandlers extends grpc.UntypedServiceImplementation {
   Report: grpc.handleUnaryCall<_breakerd_v1_ReportRequest__Output, _breakerd_v1_ReportResponse>;
   
   /**
+   * A Watch client's local decisions, in one batch. OK with the counts;
+   * INVALID_ARGUMENT naming the field (nothing applied); RESOURCE_EXHAUSTED
+   * past 1,000 outcomes (split the batch).
+   */
+  ReportBatch: grpc.handleUnaryCall<_breakerd_v1_ReportBatchRequest__Output, _breakerd_v1_ReportBatchResponse>;
+  
+  /**
    * The current state of each named dependency (all, if none named), then
    * every transition as it happens. The response headers, with
    * `breakerd-watch-subscribed: 1`, are sent as soon as the stream is
@@ -194,5 +222,6 @@ export interface BreakerDefinition extends grpc.ServiceDefinition {
   GetState: MethodDefinition<_breakerd_v1_GetStateRequest, _breakerd_v1_BreakerStatus, _breakerd_v1_GetStateRequest__Output, _breakerd_v1_BreakerStatus__Output>
   ListStates: MethodDefinition<_breakerd_v1_ListStatesRequest, _breakerd_v1_ListStatesResponse, _breakerd_v1_ListStatesRequest__Output, _breakerd_v1_ListStatesResponse__Output>
   Report: MethodDefinition<_breakerd_v1_ReportRequest, _breakerd_v1_ReportResponse, _breakerd_v1_ReportRequest__Output, _breakerd_v1_ReportResponse__Output>
+  ReportBatch: MethodDefinition<_breakerd_v1_ReportBatchRequest, _breakerd_v1_ReportBatchResponse, _breakerd_v1_ReportBatchRequest__Output, _breakerd_v1_ReportBatchResponse__Output>
   Watch: MethodDefinition<_breakerd_v1_WatchRequest, _breakerd_v1_StateChange, _breakerd_v1_WatchRequest__Output, _breakerd_v1_StateChange__Output>
 }

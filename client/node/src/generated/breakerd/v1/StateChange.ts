@@ -14,7 +14,11 @@ export interface StateChange {
    * "forced_open", "forced_closed", "reset", "reload", "fleet", "restored",
    * "fleet_failure_rate", "fleet_slow_call_rate", "ramp_failed" (a trip
    * while gentle recovery ramped), "hung_calls" (calls unreported past
-   * inflight.hang_after tipped a rate rule).
+   * inflight.hang_after tipped a rate rule). Events that are not state
+   * changes (previous == state): "reload" (the mode or local_decisions
+   * changed), "created" (the breaker was created, at this generation),
+   * "evicted" (it was evicted: forget it; a new one starts above this
+   * generation), "ramp_done" (its recovery ramp ended).
    */
   'reason'?: (string);
   'generation'?: (number | string | Long);
@@ -23,6 +27,13 @@ export interface StateChange {
    * then, and no timer is needed on the server.
    */
   'retry_after'?: (_google_protobuf_Duration | null);
+  /**
+   * True when a client may decide first attempts itself after this event
+   * (DESIGN.md "Local decisions"): closed, not forced, not in shadow mode,
+   * not ramping, and the policy's local_decisions on. False in the first
+   * event of a dependency with no breaker yet, and in "evicted".
+   */
+  'local_decisions'?: (boolean);
   /**
    * The breaker's policy mode: "enforce" or "shadow". A shadow breaker
    * computes and reports every transition but the sidecar always allows its
@@ -41,7 +52,11 @@ export interface StateChange__Output {
    * "forced_open", "forced_closed", "reset", "reload", "fleet", "restored",
    * "fleet_failure_rate", "fleet_slow_call_rate", "ramp_failed" (a trip
    * while gentle recovery ramped), "hung_calls" (calls unreported past
-   * inflight.hang_after tipped a rate rule).
+   * inflight.hang_after tipped a rate rule). Events that are not state
+   * changes (previous == state): "reload" (the mode or local_decisions
+   * changed), "created" (the breaker was created, at this generation),
+   * "evicted" (it was evicted: forget it; a new one starts above this
+   * generation), "ramp_done" (its recovery ramp ended).
    */
   'reason': (string);
   'generation': (string);
@@ -50,6 +65,13 @@ export interface StateChange__Output {
    * then, and no timer is needed on the server.
    */
   'retry_after': (_google_protobuf_Duration__Output | null);
+  /**
+   * True when a client may decide first attempts itself after this event
+   * (DESIGN.md "Local decisions"): closed, not forced, not in shadow mode,
+   * not ramping, and the policy's local_decisions on. False in the first
+   * event of a dependency with no breaker yet, and in "evicted".
+   */
+  'local_decisions': (boolean);
   /**
    * The breaker's policy mode: "enforce" or "shadow". A shadow breaker
    * computes and reports every transition but the sidecar always allows its
