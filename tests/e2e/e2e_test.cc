@@ -828,10 +828,60 @@ TEST_F(BreakerdE2eTest, MetricsPassPromtoolCheck) {
   ASSERT_TRUE(StartWith(R"(
 defaults:
   consecutive_failures: 2
+policies:
+  - match: "quick/*"
+    cooldown: { base: 50ms, max: 1s, jitter: 0 }
 )",
                         {"--admin-token-file=" + token_file}));
   auto admin = proc_.AdminStub();
   const std::string dep = "svc/promtool";
+
+  // The seeds' monitoring families with samples: a named chain's decision
+  // and outcome, an open episode whose first probe succeeded (its duration
+  // observed), and a batch's outcomes and client decisions.
+  {
+    grpc::ClientContext ctx;
+    v1::AcquireFirstRequest req;
+    req.add_dependencies("quick/a");
+    req.set_chain("promtool-chain");
+    v1::AcquireFirstResponse resp;
+    ASSERT_TRUE(stub_->AcquireFirst(&ctx, req, &resp).ok());
+    ASSERT_TRUE(resp.allowed());
+    ReportRequest report;
+    report.set_dependency("quick/a");
+    report.set_permit(resp.permit());
+    report.set_outcome(v1::OUTCOME_TIMEOUT);
+    report.set_chain("promtool-chain");
+    ASSERT_TRUE(Report(stub_.get(), report).status.ok());
+    Result<AcquireResponse> a = Acquire(stub_.get(), "quick/a");
+    report.set_permit(a.response.permit());
+    report.clear_chain();
+    ASSERT_TRUE(Report(stub_.get(), report).status.ok());  // opens: 50 ms
+    Result<AcquireResponse> probe;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          probe = Acquire(stub_.get(), "quick/a");
+          return probe.response.probe();
+        },
+        absl::Seconds(5)));
+    report.set_permit(probe.response.permit());
+    report.set_outcome(v1::OUTCOME_SUCCESS);
+    ASSERT_TRUE(Report(stub_.get(), report).status.ok());  // closes
+    grpc::ClientContext batch_ctx;
+    v1::ReportBatchRequest batch;
+    batch.set_client_id("promtool");
+    batch.set_sequence(1);
+    v1::DependencyBatch* d = batch.add_dependencies();
+    d->set_dependency("quick/a");
+    d->set_generation(GetState(stub_.get(), "quick/a").response.generation());
+    d->set_grants(1);
+    d->add_outcomes()->set_outcome(v1::OUTCOME_SUCCESS);
+    batch.add_decisions()->set_dependency("quick/a");
+    batch.mutable_decisions(0)->set_refused_local(1);
+    v1::ReportBatchResponse batch_resp;
+    ASSERT_TRUE(stub_->ReportBatch(&batch_ctx, batch, &batch_resp).ok());
+    EXPECT_EQ(batch_resp.counted(), 1u);
+  }
 
   for (int i = 0; i < 3; ++i) {
     Result<AcquireResponse> a = Acquire(stub_.get(), dep);
@@ -888,6 +938,20 @@ defaults:
             4);
   EXPECT_TRUE(absl::StrContains(
       metrics, "# TYPE breakerd_grpc_server_handling_seconds histogram\n"));
+  EXPECT_EQ(Sample(metrics,
+                   "breakerd_chain_decisions_total{chain=\"promtool-chain\","
+                   "tier=\"0\"}"),
+            1);
+  EXPECT_EQ(Sample(metrics,
+                   "breakerd_open_episodes_total{dependency=\"quick/a\","
+                   "first_probe=\"succeeded\"}"),
+            1);
+  EXPECT_EQ(Sample(metrics,
+                   "breakerd_open_duration_seconds_count{dependency=\"quick/"
+                   "a\"}"),
+            1);
+  EXPECT_EQ(
+      Sample(metrics, "breakerd_batch_outcomes_total{result=\"counted\"}"), 1);
 
   const std::string path = proc_.WriteFile("metrics.txt", metrics);
   const std::string command =
