@@ -195,6 +195,11 @@ void Breaker::TendLedger(Instant now, std::optional<Transition>* transition) {
   } else {
     ledger_->set_due_ns(LedgerDue(now));
   }
+  CountHungCalls(now, state, hung, transition);
+}
+
+void Breaker::CountHungCalls(Instant now, State state, uint64_t hung,
+                             std::optional<Transition>* transition) {
   if (hung == 0) return;
   // Hung calls are slow failures in the window, never part of a failure
   // streak (a crashed client is not five outages), and this sidecar's own
@@ -206,11 +211,92 @@ void Breaker::TendLedger(Instant now, std::optional<Transition>* transition) {
   window_.Add(now.ns, width, kFailures, n);
   window_.Add(now.ns, width, kSlow, n);
   rare().hung_calls += hung;
-  if (state != State::kClosed) return;
+  if (state != State::kClosed || transition->has_value()) return;
   if (const auto rule = RateRule(now); rule.has_value()) {
     *transition =
         Open(now, state, TransitionReason::kHungCalls, absl::ZeroDuration());
   }
+}
+
+// Local grants (ReportBatch) have no permits: the grant ledger keeps, per
+// bucket of horizon/16, how many of the current generation's grants have
+// no outcome yet (open) and how many of those were counted as hung.
+void Breaker::AddLocalGrants(Instant now, uint32_t grants) {
+  const int64_t hang = absl::ToInt64Nanoseconds(policy_->inflight.hang_after);
+  if (hang <= 0 || grants == 0) return;
+  Rare& r = rare();
+  const int64_t width = std::max<int64_t>(HorizonNs() / 16, 1);
+  if (r.local_buckets.empty() ||
+      now.ns - r.local_buckets.back().start_ns >= width) {
+    if (r.local_buckets.size() >= kMaxLocalBuckets) {
+      // Bounded: the two oldest become one (counted hung a little late).
+      Rare::LocalBucket& second = r.local_buckets[1];
+      second.open += r.local_buckets[0].open;
+      second.hung += r.local_buckets[0].hung;
+      r.local_buckets.erase(r.local_buckets.begin());
+    }
+    r.local_buckets.push_back(Rare::LocalBucket{now.ns, now.ns, 0, 0, 0});
+  }
+  Rare::LocalBucket& b = r.local_buckets.back();
+  b.open += grants;
+  b.newest_ns = now.ns;
+  if (r.local_due_ns == 0) r.local_due_ns = b.newest_ns + hang;
+}
+
+void Breaker::ConsumeLocalGrant() {
+  if (rare_ == nullptr) return;
+  std::vector<Rare::LocalBucket>& buckets = rare_->local_buckets;
+  while (!buckets.empty() && buckets.front().open + buckets.front().hung == 0) {
+    buckets.erase(buckets.begin());
+  }
+  if (buckets.empty()) return;
+  Rare::LocalBucket& b = buckets.front();
+  if (b.hung > 0) {
+    // The real outcome replaces the hung count, if the window still holds
+    // it.
+    --b.hung;
+    const int64_t width = WindowWidth();
+    window_.Sub(b.hung_at_ns, width, kCalls);
+    window_.Sub(b.hung_at_ns, width, kFailures);
+    window_.Sub(b.hung_at_ns, width, kSlow);
+  } else {
+    --b.open;
+  }
+}
+
+void Breaker::TendLocal(Instant now, std::optional<Transition>* transition) {
+  Rare& r = *rare_;
+  r.local_due_ns = 0;
+  const int64_t hang = absl::ToInt64Nanoseconds(policy_->inflight.hang_after);
+  if (r.local_generation != generation_ || hang <= 0) {
+    r.local_buckets.clear();
+    return;
+  }
+  const State state = DerivedState(now);
+  const int64_t forget = absl::ToInt64Nanoseconds(policy_->failure_rate.window);
+  uint64_t hung = 0;
+  for (Rare::LocalBucket& b : r.local_buckets) {
+    if (b.open > 0 && now.ns - b.newest_ns >= hang) {
+      hung += b.open;
+      b.hung += b.open;
+      b.open = 0;
+      b.hung_at_ns = now.ns;
+    }
+    if (b.open > 0 && r.local_due_ns == 0) r.local_due_ns = b.newest_ns + hang;
+  }
+  // Hung counts the window has forgotten need no replacing.
+  while (!r.local_buckets.empty() && r.local_buckets.front().open == 0 &&
+         now.ns - r.local_buckets.front().hung_at_ns >= forget) {
+    r.local_buckets.erase(r.local_buckets.begin());
+  }
+  if (Counting(state)) CountHungCalls(now, state, hung, transition);
+}
+
+uint64_t Breaker::LocalOpen() const {
+  if (rare_ == nullptr || rare_->local_generation != generation_) return 0;
+  uint64_t open = 0;
+  for (const Rare::LocalBucket& b : rare_->local_buckets) open += b.open;
+  return open;
 }
 
 bool Breaker::ReleaseIdleMemory(std::optional<Transition>* ramp_done) {
@@ -232,14 +318,15 @@ bool Breaker::ReleaseIdleMemory(std::optional<Transition>* ramp_done) {
 }
 
 uint64_t Breaker::InflightAt(Instant now) const {
-  if (ledger_ == nullptr) return 0;
+  if (ledger_ == nullptr) return LocalOpen();
   // Permits that will count as hung at the next Acquire or Report are
   // still out until then: shown, and they keep the breaker from eviction.
   return ledger_->Inflight(
-      now.ns, HorizonNs(),
-      policy_->inflight.hang_after > absl::ZeroDuration() &&
-          Counting(DerivedState(now)),
-      generation_first_seq_);
+             now.ns, HorizonNs(),
+             policy_->inflight.hang_after > absl::ZeroDuration() &&
+                 Counting(DerivedState(now)),
+             generation_first_seq_) +
+         LocalOpen();
 }
 
 double Breaker::RampShare(Instant now) const {
@@ -572,6 +659,10 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
   if (ledger_ != nullptr && now.ns >= ledger_->due_ns()) {
     TendLedger(now, transition);
   }
+  if (rare_ != nullptr && rare_->local_due_ns != 0 &&
+      now.ns >= rare_->local_due_ns) {
+    TendLocal(now, transition);
+  }
 
   AcquireResult r;
   r.state = DerivedState(now);
@@ -779,6 +870,10 @@ absl::StatusOr<ReportResult> Breaker::Report(
   if (ledger_ != nullptr && now.ns >= ledger_->due_ns()) {
     TendLedger(now, transition);
   }
+  if (rare_ != nullptr && rare_->local_due_ns != 0 &&
+      now.ns >= rare_->local_due_ns) {
+    TendLocal(now, transition);
+  }
   const PermitLedger::Mark mark = ledger_ != nullptr
                                       ? ledger_->MarkReported(seq, next_seq_)
                                       : PermitLedger::Mark{};
@@ -869,6 +964,10 @@ Breaker::LocalCounts Breaker::ApplyLocal(
   if (ledger_ != nullptr && now.ns >= ledger_->due_ns()) {
     TendLedger(now, transition);
   }
+  if (rare_ != nullptr && rare_->local_due_ns != 0 &&
+      now.ns >= rare_->local_due_ns) {
+    TendLocal(now, transition);
+  }
   LocalCounts counts;
   if (generation > generation_) {
     // Not a generation this breaker has had: invented.
@@ -887,9 +986,12 @@ Breaker::LocalCounts Breaker::ApplyLocal(
     r.local_generation = generation_;
     r.local_grants = 0;
     r.local_outcomes = 0;
+    r.local_buckets.clear();
+    r.local_due_ns = 0;
   }
   if (generation == generation_ && DerivedState(now) == State::kClosed) {
     r.local_grants += grants;
+    AddLocalGrants(now, grants);
   }
   for (const ReportInput& in : outcomes) {
     const uint64_t generation_now = generation_;
@@ -904,6 +1006,7 @@ Breaker::LocalCounts Breaker::ApplyLocal(
     }
     ++r.local_outcomes;
     ++counts.counted;
+    ConsumeLocalGrant();
     ObserveLatency(in.latency);
     const auto [verdict, slow, effect] = Count(in);
     ++reports_[ReportSlot(in.outcome, effect)];

@@ -401,6 +401,18 @@ class Breaker {
     uint64_t local_generation = 0;
     uint64_t local_grants = 0;
     uint64_t local_outcomes = 0;
+    // With inflight.hang_after on: the generation's grants without an
+    // outcome, by bucket of horizon/16, oldest first (AddLocalGrants), and
+    // when the oldest open one will count as hung (0: none).
+    struct LocalBucket {
+      int64_t start_ns;
+      int64_t newest_ns;
+      uint32_t open;
+      uint32_t hung;
+      int64_t hung_at_ns;
+    };
+    std::vector<LocalBucket> local_buckets;
+    int64_t local_due_ns = 0;
     uint64_t client_refused_local = 0;
     uint64_t client_fail_open = 0;
     uint64_t client_fail_closed = 0;
@@ -409,6 +421,21 @@ class Breaker {
     double open_duration_sum_seconds = 0;
   };
   Rare& rare();
+  static constexpr size_t kMaxLocalBuckets = 64;
+  // The hung-call rule for grants made in clients (ReportBatch): grants
+  // join the ledger's newest bucket; each outcome takes one from the oldest
+  // (replacing a hung count first); TendLocal counts the grants of a bucket
+  // whose newest is hang_after old as hung. LocalOpen: grants of the
+  // current generation without an outcome, not counted as hung.
+  void AddLocalGrants(Instant now, uint32_t grants);
+  void ConsumeLocalGrant();
+  void TendLocal(Instant now, std::optional<Transition>* transition);
+  uint64_t LocalOpen() const;
+  // Counts `hung` calls as slow failures in the window (never toward the
+  // failure streak) and trips a closed breaker if a rate rule is crossed
+  // (reason hung_calls), unless *transition holds one already.
+  void CountHungCalls(Instant now, State state, uint64_t hung,
+                      std::optional<Transition>* transition);
   // Open episodes: one starts at an open entered from closed, its first
   // probe's verdict is counted once, and a close ends it (observing its
   // duration).

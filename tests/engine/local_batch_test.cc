@@ -240,5 +240,64 @@ TEST_F(LocalBatchTest, DecisionsMadeWithoutTheSidecarAreCounted) {
   EXPECT_EQ(away.client_fail_closed, 2u);
 }
 
+// Hung calls cover grants made in clients: a grant without an outcome
+// inflight.hang_after later counts as a slow failure in the window (never
+// toward consecutive failures), at the next batch, Acquire or Report; its
+// real outcome, when it comes, replaces the hung count.
+class LocalHungTest : public LocalBatchTest {
+ protected:
+  LocalHungTest() : LocalBatchTest() {
+    auto set = std::make_shared<PolicySet>(*Policies());
+    auto p = std::make_shared<Policy>(*set->defaults);
+    p->consecutive_failures = 0;
+    p->failure_rate.threshold = 0.5;
+    p->failure_rate.min_calls = 4;
+    p->inflight.hang_after = Seconds(2);
+    set->defaults = p;
+    registry_.ApplyPolicies(set);
+  }
+};
+
+TEST_F(LocalHungTest, GrantsWithoutAnOutcomeHangAndTheirOutcomeReplacesIt) {
+  const uint64_t g = Known("db/a");  // one counted success
+  ASSERT_TRUE(registry_.ReportBatch(Batch(1, "db/a", g, 2, {})).ok());
+  EXPECT_EQ(registry_.Get("db/a")->inflight, 2u);
+  clock_.Advance(Seconds(2) - absl::Nanoseconds(1));
+  ASSERT_TRUE(registry_.Acquire("db/a", 0).ok());
+  EXPECT_EQ(registry_.Get("db/a")->hung_calls, 0u);  // not before
+  clock_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(registry_.Acquire("db/a", 0).ok());
+  BreakerSnapshot s = *registry_.Get("db/a");
+  EXPECT_EQ(s.hung_calls, 2u);
+  EXPECT_EQ(s.window.failures, 2u);
+  EXPECT_EQ(s.window.slow, 2u);
+  EXPECT_EQ(s.consecutive_failures, 0u);
+  EXPECT_EQ(s.state, State::kClosed);  // 2 of 3 calls, below min_calls 4
+  // One of them reports after all: its success replaces one hung count.
+  auto r = registry_.ReportBatch(
+      Batch(2, "db/a", g, 0, Many(1, OutcomeClass::kSuccess)));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->counted, 1u);
+  s = *registry_.Get("db/a");
+  EXPECT_EQ(s.window.failures, 1u);
+  EXPECT_EQ(s.window.calls, 3u);  // the first success, one hung, this one
+}
+
+TEST_F(LocalHungTest, HungLocalGrantsTripTheBreakerAtTheNextCall) {
+  const uint64_t g = Known("db/a");
+  ASSERT_TRUE(registry_.ReportBatch(Batch(1, "db/a", g, 5, {})).ok());
+  clock_.Advance(Seconds(2));
+  // The next batch (from another client, with nothing of its own) counts
+  // them: 5 hung of 6 calls opens the breaker, reason hung_calls.
+  BatchFacts other = Batch(1, "db/a", g, 0, {});
+  other.client_id = "pod-2";
+  ASSERT_TRUE(registry_.ReportBatch(other).ok());
+  const BreakerSnapshot s = *registry_.Get("db/a");
+  EXPECT_EQ(s.state, State::kOpen);
+  ASSERT_EQ(s.transitions.size(), 1u);
+  EXPECT_EQ(s.transitions[0].reason, TransitionReason::kHungCalls);
+  EXPECT_EQ(s.inflight, 0u);
+}
+
 }  // namespace
 }  // namespace breakerd
