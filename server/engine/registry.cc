@@ -549,6 +549,11 @@ absl::Status TooMany(absl::string_view field, size_t limit, size_t got) {
 
 }  // namespace
 
+absl::Status Registry::CheckBatchOutcomes(size_t outcomes) {
+  if (outcomes <= kMaxBatchOutcomes) return absl::OkStatus();
+  return TooMany("dependencies[].outcomes", kMaxBatchOutcomes, outcomes);
+}
+
 bool Registry::FirstTimeBatch(absl::string_view client_id, uint64_t sequence) {
   const int64_t now = clock_->NowNanos();
   MutexLock lock(&batches_mu_);
@@ -603,9 +608,7 @@ absl::StatusOr<BatchResult> Registry::ReportBatch(const BatchFacts& batch) {
   for (const DependencyBatchFacts& d : batch.dependencies) {
     total += d.outcomes.size();
   }
-  if (total > kMaxBatchOutcomes) {
-    return TooMany("dependencies[].outcomes", kMaxBatchOutcomes, total);
-  }
+  if (absl::Status s = CheckBatchOutcomes(total); !s.ok()) return s;
   std::vector<std::vector<ReportInput>> inputs(batch.dependencies.size());
   for (size_t i = 0; i < batch.dependencies.size(); ++i) {
     const DependencyBatchFacts& d = batch.dependencies[i];

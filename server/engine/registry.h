@@ -187,6 +187,9 @@ class Registry {
   // is not applied again: `repeated`.
   absl::StatusOr<BatchResult> ReportBatch(const BatchFacts& batch);
   static constexpr size_t kMaxBatchOutcomes = 1000;
+  // RESOURCE_EXHAUSTED naming the limit if a batch of `outcomes` outcomes
+  // is past kMaxBatchOutcomes (the service checks it before reading one).
+  static absl::Status CheckBatchOutcomes(size_t outcomes);
   static constexpr size_t kMaxBatchEntries = 1000;
   static constexpr uint64_t kBatchSequenceWindow = 64;
   // Outcomes of batches since start: counted, late, refused.

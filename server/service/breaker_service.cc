@@ -160,11 +160,8 @@ grpc::ServerUnaryReactor* BreakerServiceImpl::ReportBatch(
     outcomes += static_cast<size_t>(d.outcomes_size());
   }
   absl::StatusOr<BatchResult> result;
-  if (outcomes > Registry::kMaxBatchOutcomes) {
-    result = absl::ResourceExhaustedError(
-        absl::StrCat("dependencies[].outcomes: at most ",
-                     Registry::kMaxBatchOutcomes, " in one ReportBatch (got ",
-                     outcomes, "); split it into several batches"));
+  if (absl::Status s = Registry::CheckBatchOutcomes(outcomes); !s.ok()) {
+    result = s;
   } else if (absl::StatusOr<BatchFacts> batch = BatchFactsOf(*request);
              !batch.ok()) {
     result = batch.status();
