@@ -79,6 +79,12 @@ void FillInitialStateChange(const BreakerSnapshot& snapshot,
 void FillInitialStateChangeForAbsent(absl::string_view dependency, bool shadow,
                                      uint64_t generation, v1::StateChange* out);
 
+// True for a Watch message that is a notice, not a transition (created,
+// evicted, ramp_done, reload): its state is its previous state.
+inline bool IsWatchNotice(const v1::StateChange& change) {
+  return change.previous() == change.state();
+}
+
 }  // namespace breakerd
 
 #endif  // BREAKERD_SERVER_SERVICE_CONVERT_H_

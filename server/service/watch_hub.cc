@@ -146,6 +146,13 @@ class WatchHub::Stream final
   // How many of the messages at the front of queue_ are initial states
   // (exempt from max_queue).
   size_t initial_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  // How many queued messages behind them are notices (created, evicted,
+  // ramp_done, reload: not transitions). They are exempt from max_queue,
+  // which counts transitions: an eviction pass or a burst of new names
+  // queues one per breaker at once on every Watch of all dependencies, and
+  // ending those streams for it would only make every client resync. The
+  // hub's total (max_queued_total) still bounds them.
+  size_t notices_pending_ ABSL_GUARDED_BY(mu_) = 0;
   // Watch of every dependency: the next shard whose initial states are to
   // be read (kNoShard: none left, or the stream names dependencies).
   size_t next_shard_ ABSL_GUARDED_BY(mu_) = kNoShard;
@@ -221,7 +228,7 @@ void WatchHub::Stream::QueueInitialLocked(
 }
 
 bool WatchHub::Stream::EndIfTooFarBehindLocked() {
-  if (queue_.size() - initial_pending_ > max_queue_) {
+  if (queue_.size() - initial_pending_ - notices_pending_ > max_queue_) {
     return RequestFinishLocked(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         absl::StrCat("watch: client reads too slowly (queue limit ", max_queue_,
@@ -252,6 +259,8 @@ void WatchHub::Stream::DropOlderThanLocked(
     auto it = initial_generation.find(c.dependency());
     if (it == initial_generation.end() || c.generation() > it->second) {
       kept.push_back(std::move(c));
+    } else if (IsWatchNotice(c)) {
+      --notices_pending_;
     }
   }
   CountQueued(-static_cast<ptrdiff_t>(queue_.size() - kept.size()));
@@ -306,6 +315,7 @@ void WatchHub::Stream::Push(const v1::StateChange& change) {
     if (finish_status_.has_value()) return;
     queue_.push_back(change);
     CountQueued(1);
+    if (IsWatchNotice(change)) ++notices_pending_;
     ended = EndIfTooFarBehindLocked();
     op = NextOpLocked();
   }
@@ -331,6 +341,7 @@ bool WatchHub::Stream::RequestFinishLocked(grpc::Status status) {
   CountQueued(-static_cast<ptrdiff_t>(queue_.size()));
   queue_.clear();
   initial_pending_ = 0;
+  notices_pending_ = 0;
   next_shard_ = kNoShard;
   return true;
 }
@@ -359,7 +370,11 @@ WatchHub::Stream::Op WatchHub::Stream::NextOpLocked() {
     writing_ = std::move(queue_.front());
     queue_.pop_front();
     CountQueued(-1);
-    if (initial_pending_ > 0) --initial_pending_;
+    if (initial_pending_ > 0) {
+      --initial_pending_;
+    } else if (IsWatchNotice(writing_)) {
+      --notices_pending_;
+    }
     write_in_flight_ = true;
     issuing_ = true;
     op.kind = Op::Kind::kWrite;

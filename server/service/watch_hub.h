@@ -64,7 +64,7 @@ class WatchHub final : public TransitionObserver {
   // `read_limiter` if not null (null: Watch of every dependency is not
   // limited). `max_streams`: most concurrent Watch streams (default 1024);
   // `max_queue`: most transitions queued for one stream behind the write in
-  // flight (default 1024; the initial states do not count);
+  // flight (default 1024; the initial states and notices do not count);
   // `max_queued_total`: see above.
   explicit WatchHub(Registry* registry, size_t max_streams = 1024,
                     size_t max_queue = 1024,

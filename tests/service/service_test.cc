@@ -1040,6 +1040,40 @@ TEST_F(ServiceTest, SlowConsumerIsEndedWithResourceExhausted) {
   EXPECT_LE(seen.size(), 2u);
 }
 
+// Notices (created, evicted, ramp_done, reload) are not transitions: a
+// burst of them, one per breaker, from an eviction pass or new names, must
+// not end a Watch of all dependencies, or every client would resync.
+TEST_F(ServiceTest, ABurstOfNoticesDoesNotEndASlowStream) {
+  Options options;
+  options.max_queue = 1;
+  Start(options);
+  auto call = Watch({});
+  ASSERT_TRUE(registry_->ForceOpen("svc/subscribed").ok());
+  v1::StateChange change;
+  ASSERT_TRUE(call->reader->Read(&change));  // subscribed
+  ASSERT_EQ(change.dependency(), "svc/subscribed");
+
+  // The client reads nothing while 20 breakers are created.
+  v1::AcquireResponse acquired;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(Acquire(absl::StrCat("burst/", i), &acquired).ok());
+  }
+  EXPECT_EQ(hub_->active_streams(), 1u);
+  std::vector<std::string> created;
+  while (created.size() < 20 && call->reader->Read(&change)) {
+    if (change.reason() == "created") created.push_back(change.dependency());
+  }
+  EXPECT_EQ(created.size(), 20u);
+
+  // Transitions still count against the limit.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(registry_->ForceOpen("svc/flappy").ok());
+    ASSERT_TRUE(registry_->ForceClose("svc/flappy").ok());
+  }
+  EXPECT_EQ(hub_->active_streams(), 0u);
+  EXPECT_EQ(Drain(*call).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
 TEST_F(ServiceTest, HubShutdownEndsStreamsWithUnavailable) {
   auto named = Watch({"svc/a"});
   auto all = Watch({});
