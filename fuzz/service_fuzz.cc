@@ -106,6 +106,7 @@
 #include "server/service/admin_service.h"
 #include "server/service/breaker_service.h"
 #include "server/service/watch_hub.h"
+#include "tests/e2e/watch_notices.h"
 
 namespace breakerd {
 namespace {
@@ -1201,12 +1202,11 @@ class Session {
   // never open to local decisions. False when the stream ends.
   bool ReadPastNotices(OpenWatch& w, v1::StateChange* c) {
     while (w.reader->Read(c)) {
-      const std::string& r = c->reason();
-      if (r != "created" && r != "evicted" && r != "ramp_done") return true;
+      if (!IsNotice(*c)) return true;
       FUZZ_CHECK(c->previous() == c->state(), w.what, " notice ",
                  c->ShortDebugString());
-      FUZZ_CHECK(r != "evicted" || !c->local_decisions(), w.what, " notice ",
-                 c->ShortDebugString());
+      FUZZ_CHECK(c->reason() != "evicted" || !c->local_decisions(), w.what,
+                 " notice ", c->ShortDebugString());
     }
     return false;
   }

@@ -650,12 +650,8 @@ std::optional<TransitionReason> Breaker::RateRule(Instant now) const {
 
 // --- the hot path ------------------------------------------------------------
 
-AcquireResult Breaker::Acquire(uint32_t attempt,
+inline void Breaker::TendIfDue(Instant now,
                                std::optional<Transition>* transition) {
-  const Instant now = NowInstant();
-  last_activity_ns_ = now.ns;
-  const Policy& p = *policy_;
-  const bool retry = attempt > 0;
   if (ledger_ != nullptr && now.ns >= ledger_->due_ns()) {
     TendLedger(now, transition);
   }
@@ -663,6 +659,24 @@ AcquireResult Breaker::Acquire(uint32_t attempt,
       now.ns >= rare_->local_due_ns) {
     TendLocal(now, transition);
   }
+}
+
+inline void Breaker::RecordClosedAndMaybeOpen(
+    Instant now, State before, Verdict verdict, bool slow, bool may_trip,
+    absl::Duration retry_after, std::optional<Transition>* transition) {
+  const auto trip = RecordClosed(now, verdict, slow, may_trip);
+  if (trip.has_value() && !transition->has_value()) {
+    *transition = Open(now, before, *trip, retry_after);
+  }
+}
+
+AcquireResult Breaker::Acquire(uint32_t attempt,
+                               std::optional<Transition>* transition) {
+  const Instant now = NowInstant();
+  last_activity_ns_ = now.ns;
+  const Policy& p = *policy_;
+  const bool retry = attempt > 0;
+  TendIfDue(now, transition);
 
   AcquireResult r;
   r.state = DerivedState(now);
@@ -867,13 +881,7 @@ absl::StatusOr<ReportResult> Breaker::Report(
   const Instant now = NowInstant();
   last_activity_ns_ = now.ns;
   const Policy& p = *policy_;
-  if (ledger_ != nullptr && now.ns >= ledger_->due_ns()) {
-    TendLedger(now, transition);
-  }
-  if (rare_ != nullptr && rare_->local_due_ns != 0 &&
-      now.ns >= rare_->local_due_ns) {
-    TendLocal(now, transition);
-  }
+  TendIfDue(now, transition);
   const PermitLedger::Mark mark = ledger_ != nullptr
                                       ? ledger_->MarkReported(seq, next_seq_)
                                       : PermitLedger::Mark{};
@@ -901,11 +909,9 @@ absl::StatusOr<ReportResult> Breaker::Report(
       window_.Sub(mark.hung_at_ns, width, kFailures);
       window_.Sub(mark.hung_at_ns, width, kSlow);
     }
-    const auto trip = RecordClosed(now, verdict, slow,
-                                   /*may_trip=*/before == State::kClosed);
-    if (trip.has_value() && !transition->has_value()) {
-      *transition = Open(now, before, *trip, in.retry_after);
-    }
+    RecordClosedAndMaybeOpen(now, before, verdict, slow,
+                             /*may_trip=*/before == State::kClosed,
+                             in.retry_after, transition);
   } else if (is_probe && permit == probe_permit_) {
     // The probe's result decides (open or half-open: a probe that reports
     // after its cooldown restarted cannot match, the generation moved).
@@ -961,13 +967,7 @@ Breaker::LocalCounts Breaker::ApplyLocal(
     std::optional<Transition>* transition) {
   const Instant now = NowInstant();
   last_activity_ns_ = now.ns;
-  if (ledger_ != nullptr && now.ns >= ledger_->due_ns()) {
-    TendLedger(now, transition);
-  }
-  if (rare_ != nullptr && rare_->local_due_ns != 0 &&
-      now.ns >= rare_->local_due_ns) {
-    TendLocal(now, transition);
-  }
+  TendIfDue(now, transition);
   LocalCounts counts;
   if (generation > generation_) {
     // Not a generation this breaker has had: invented.
@@ -1010,10 +1010,8 @@ Breaker::LocalCounts Breaker::ApplyLocal(
     ObserveLatency(in.latency);
     const auto [verdict, slow, effect] = Count(in);
     ++reports_[ReportSlot(in.outcome, effect)];
-    const auto trip = RecordClosed(now, verdict, slow, /*may_trip=*/true);
-    if (trip.has_value() && !transition->has_value()) {
-      *transition = Open(now, State::kClosed, *trip, in.retry_after);
-    }
+    RecordClosedAndMaybeOpen(now, State::kClosed, verdict, slow,
+                             /*may_trip=*/true, in.retry_after, transition);
   }
   return counts;
 }

@@ -226,6 +226,9 @@ class Breaker {
   // Counts hung permits (a trip they cause goes to *transition) and drops
   // what the ledger no longer needs. REQUIRES: ledger_ non-null.
   void TendLedger(Instant now, std::optional<Transition>* transition);
+  // At the start of every Acquire, Report and batch: TendLedger and
+  // TendLocal when either is due (a trip they cause goes to *transition).
+  void TendIfDue(Instant now, std::optional<Transition>* transition);
   // Permits out at `now` (BreakerSnapshot::inflight).
   uint64_t InflightAt(Instant now) const;
   // When the ledger next needs TendLedger.
@@ -281,6 +284,12 @@ class Breaker {
   // Counts a closed-state outcome; returns the trip reason if a rule fires.
   std::optional<TransitionReason> RecordClosed(Instant now, Verdict verdict,
                                                bool slow, bool may_trip);
+  // RecordClosed, then opens the breaker from `before` if a rule fired and
+  // no transition is pending in *transition.
+  void RecordClosedAndMaybeOpen(Instant now, State before, Verdict verdict,
+                                bool slow, bool may_trip,
+                                absl::Duration retry_after,
+                                std::optional<Transition>* transition);
   // The window's rate rule that fires at `now`, if any.
   std::optional<TransitionReason> RateRule(Instant now) const;
 
