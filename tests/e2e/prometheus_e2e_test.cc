@@ -509,7 +509,8 @@ v1::ReportResponse Report(v1::Breaker::Stub* stub, const std::string& dep,
 }
 
 // One round of traffic: healthy successes with latencies, granted retries,
-// one auth error; rejections on the tripped breaker (opened by TripOnce).
+// one auth error; rejections on the tripped breaker (opened by TripOnce),
+// by the sidecar and, in a ReportBatch, by its clients (local decisions).
 void HealthyAndRejectedTraffic(v1::Breaker::Stub* stub) {
   for (int i = 0; i < 10; ++i) {
     v1::AcquireResponse a = Acquire(stub, kHealthy);
@@ -529,6 +530,23 @@ void HealthyAndRejectedTraffic(v1::Breaker::Stub* stub) {
     EXPECT_FALSE(Acquire(stub, kTripped).allowed());
   }
   EXPECT_FALSE(Acquire(stub, kTripped, /*attempt=*/2).allowed());
+
+  // Calls the clients refused themselves (open in their Watch cache) or
+  // decided while the sidecar was away, as their next batch tells it.
+  static uint64_t sequence = 0;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::ReportBatchRequest batch;
+  batch.set_client_id("prometheus-e2e");
+  batch.set_sequence(++sequence);
+  v1::ClientDecisions* d = batch.add_decisions();
+  d->set_dependency(kTripped);
+  d->set_refused_local(5);
+  d->set_fail_open(1);
+  d->set_fail_closed(1);
+  v1::ReportBatchResponse resp;
+  grpc::Status s = stub->ReportBatch(&ctx, batch, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
 // --- the scripted incident ---------------------------------------------------
@@ -1483,6 +1501,22 @@ scrape_configs:
   }
   const YAML::Node dashboard = YAML::LoadFile(kDashboardPath);
   CheckIncident(prom, dashboard, incident);
+
+  // Rejected calls / s counts the clients' refusals too: it reads more than
+  // the sidecar's own rejected_* decisions.
+  {
+    const std::vector<std::string> exprs =
+        PanelExprs(dashboard, "Rejected calls / s");
+    ASSERT_EQ(exprs.size(), 1u);
+    const std::string q = absl::StrCat(
+        "(", SubstituteVariables(exprs[0]), ") - (sum(rate(breakerd_acquire_",
+        "total{decision=~\"rejected_.*\"}[1m])) or vector(0))");
+    YAML::Node a = prom.Query(q);
+    ASSERT_EQ(ResultSize(a), 1u) << q << "\n" << YAML::Dump(a);
+    EXPECT_GT(std::stod(a["data"]["result"][0]["value"][1].as<std::string>()),
+              0)
+        << "the clients' refusals are not counted: " << q;
+  }
 
   // (c) The tripped breaker's state series reads 2 (open).
   {
