@@ -17,6 +17,11 @@ MEMORY_TARGET_BYTES = 1024
 SCRAPE_TARGET_MS = 50.0
 RPC_P50_TARGET = 1.1
 RPC_P99_TARGET = 1.5
+LOCAL_MEDIAN_TARGET_NS = 5000.0
+LOCAL_PEER_RATIO_TARGET = 2.0
+LOCAL_CPU_RATIO_TARGET = 10.0
+TRIP_REACTION_P99_TARGET_MS = 20.0
+LOCAL_LANGUAGES = ("cpp", "go", "java", "node", "python")
 
 
 def load(path):
@@ -75,6 +80,77 @@ def peer_rows(peer):
     if not peer:
         return {}
     return {r["name"]: r["ns_per_op"] for r in peer.get("results", [])}
+
+
+def local_section(d):
+    """Local decisions per client language (bench/local/<lang>/run.sh)."""
+    runs = [(lang, load(f"{d}/local/{lang}.json")) for lang in LOCAL_LANGUAGES]
+    runs = [(lang, r) for lang, r in runs if r]
+    if not runs:
+        return []
+    p = []
+    w = p.append
+    w("## Local decisions: a guarded call per client language\n")
+    w("`bench/local/<language>/run.sh`, each against its own breakerd "
+      "(`bench/local/breakerd.yaml`), in this run. A guarded no-op call "
+      "(the client's guard helper around a function that returns at once), "
+      "each call timed alone: with local decisions (granted in the client, "
+      "outcome batched), through the sidecar (two RPCs: `local_decisions` "
+      "off), and the in-process peer of that language doing the same guarded "
+      "no-op (for C++: breakerd's own engine pair). Sidecar CPU: breakerd's "
+      "utime+stime over each phase / calls. Trip reaction: from the return of "
+      "the fifth failing call (which trips the breaker) to the first local "
+      "refusal in each of two clients of the process, the later of the two; "
+      "one sample per fresh dependency.\n")
+    w("| language | local median / p99 ns | sidecar path median / p99 ns | "
+      "peer | peer median / p99 ns | local / peer (median) | "
+      "sidecar CPU ns per call, local / RPC | trip reaction p50 / p99 / max ms "
+      "(samples) |")
+    w("|---|---|---|---|---|---|---|---|")
+    verdicts = []
+    for lang, r in runs:
+        g = r.get("guarded_call_ns", {})
+        loc, rpc, peer = g.get("local", {}), g.get("rpc", {}), g.get("peer", {})
+        cpu = r.get("sidecar_cpu_ns_per_call", {})
+        trip = r.get("trip_reaction_ms", {})
+        ratio = (loc.get("median") / peer["median"]
+                 if loc.get("median") and peer.get("median") else None)
+        cpu_ratio = None
+        if cpu.get("rpc") and cpu.get("local") is not None:
+            # 0: less than one clock tick over the whole local phase.
+            cpu_ratio = (cpu["rpc"] / cpu["local"] if cpu["local"]
+                         else float("inf"))
+        w(f"| {lang} ({r.get('runtime', '')}) | {fmt(loc.get('median'))} / "
+          f"{fmt(loc.get('p99'))} | {fmt(rpc.get('median'))} / "
+          f"{fmt(rpc.get('p99'))} | {r.get('peer', '')} | "
+          f"{fmt(peer.get('median'))} / {fmt(peer.get('p99'))} | "
+          f"{fmt(ratio, 2)} | {fmt(cpu.get('local'))} / {fmt(cpu.get('rpc'))} "
+          f"| {fmt(trip.get('p50'))} / {fmt(trip.get('p99'))} / "
+          f"{fmt(trip.get('max'))} ({trip.get('samples', 0)}) |")
+        verdicts.append((lang, loc.get("median"), ratio, cpu_ratio,
+                         trip.get("p99")))
+    w("")
+    for lang, median, ratio, cpu_ratio, trip in verdicts:
+        parts = []
+        if median is not None:
+            parts.append(f"median at most {LOCAL_MEDIAN_TARGET_NS / 1000:.0f} "
+                         f"µs: **{verdict(median <= LOCAL_MEDIAN_TARGET_NS)}**")
+        if ratio is not None:
+            parts.append(f"at most {LOCAL_PEER_RATIO_TARGET:.0f}x the peer: "
+                         f"**{verdict(ratio <= LOCAL_PEER_RATIO_TARGET)}** "
+                         f"({ratio:.2f}x)")
+        if cpu_ratio is not None:
+            parts.append(f"sidecar CPU at least {LOCAL_CPU_RATIO_TARGET:.0f}x "
+                         f"below the RPC path: "
+                         f"**{verdict(cpu_ratio >= LOCAL_CPU_RATIO_TARGET)}** "
+                         f"({cpu_ratio:.0f}x)")
+        if trip is not None:
+            parts.append(f"trip reaction p99 at most "
+                         f"{TRIP_REACTION_P99_TARGET_MS:.0f} ms: "
+                         f"**{verdict(trip <= TRIP_REACTION_P99_TARGET_MS)}**")
+        w(f"- {lang}: " + "; ".join(parts) + ".")
+    w("")
+    return p
 
 
 def fleet_bench_section(d):
@@ -390,6 +466,7 @@ def main():
         w(open(fleet).read().rstrip())
         w("```\n")
     p.extend(fleet_bench_section(d))
+    p.extend(local_section(d))
 
     # --- memory -------------------------------------------------------------
     w("## Resident memory per breaker\n")

@@ -55,6 +55,9 @@ func (c *Client) markBack(via string) {
 	}
 	c.sidecarLog.right(slog.LevelInfo, "breakerd: sidecar back", "target", c.cfg.target, "via", via)
 	c.sendHeld()
+	if c.batch != nil {
+		signal(c.batch.wake) // the client decisions counted while away
+	}
 }
 
 // maxHeldReports is how many Reports the client holds while away; past that

@@ -10,7 +10,7 @@ import (
 
 const cacheDep = "cache/dep"
 
-func newTestCache() *cache { return &cache{entries: make(map[string]cacheEntry)} }
+func newTestCache() *cache { return &cache{entries: make(map[string]*cacheEntry)} }
 
 // change is a StateChange for cacheDep; an open one has a 30 s cooldown.
 func change(gen uint64, state State, mode string) *pb.StateChange {
@@ -100,5 +100,60 @@ func TestCacheClearForgetsGenerations(t *testing.T) {
 	c.apply(change(1, StateForcedOpen, "enforce"), now)
 	if _, refused := c.refuse(cacheDep, now); !refused {
 		t.Error("after clear, gen 1 FORCED_OPEN was ignored")
+	}
+}
+
+// notice is a StateChange for cacheDep that is not a transition.
+func notice(gen uint64, reason string, state State, local bool) *pb.StateChange {
+	return &pb.StateChange{Dependency: cacheDep, State: state, Previous: state, Reason: reason, Generation: gen,
+		Mode: "enforce", LocalDecisions: local}
+}
+
+// The notices that are not transitions: created adds the entry, an
+// equal-generation ramp_done or reload replaces it (local_decisions on or
+// off), a lower generation is ignored, evicted removes it.
+func TestCacheAppliesNotices(t *testing.T) {
+	c, now := newTestCache(), time.Now()
+	grantable := func() bool {
+		e, ok := c.get(cacheDep)
+		return ok && e.grantable()
+	}
+	c.apply(notice(3, "created", StateClosed, true), now)
+	if !grantable() {
+		t.Fatal("created (local_decisions on): not grantable")
+	}
+	c.apply(notice(3, "reload", StateClosed, false), now)
+	if grantable() {
+		t.Error("an equal-generation reload turning local_decisions off was not applied")
+	}
+	c.apply(notice(3, "ramp_done", StateClosed, true), now)
+	if !grantable() {
+		t.Error("an equal-generation ramp_done was not applied")
+	}
+	c.apply(notice(2, "reload", StateClosed, false), now)
+	if !grantable() {
+		t.Error("a lower-generation reload was applied")
+	}
+	c.apply(notice(2, reasonEvicted, StateClosed, false), now)
+	if _, ok := c.get(cacheDep); !ok {
+		t.Error("a lower-generation evicted notice removed the entry")
+	}
+	c.apply(notice(3, reasonEvicted, StateClosed, false), now)
+	if _, ok := c.get(cacheDep); ok {
+		t.Error("evicted: the entry is still held")
+	}
+	// A re-created breaker continues above the evicted one's generation.
+	c.apply(notice(4, "created", StateClosed, true), now)
+	if !grantable() {
+		t.Error("re-created after eviction: not grantable")
+	}
+	// Shadow or a transition to open: not grantable.
+	c.apply(&pb.StateChange{Dependency: cacheDep, State: StateClosed, Generation: 4, Mode: modeShadow, LocalDecisions: true}, now)
+	if grantable() {
+		t.Error("a shadow breaker is grantable")
+	}
+	c.apply(change(5, StateOpen, "enforce"), now)
+	if grantable() {
+		t.Error("an open breaker is grantable")
 	}
 }

@@ -40,6 +40,8 @@ type config struct {
 	decisionTimeout   time.Duration
 	failMode          FailMode
 	watch             bool
+	localDecisions    bool
+	flushInterval     time.Duration
 	backoffBase       time.Duration
 	backoffMax        time.Duration
 	awayProbeInterval time.Duration
@@ -67,6 +69,22 @@ func WithFailMode(m FailMode) Option { return func(c *config) { c.failMode = m }
 // WithWatch turns the Watch stream and its local-refusal cache on or off.
 // Default on.
 func WithWatch(on bool) Option { return func(c *config) { c.watch = on } }
+
+// WithLocalDecisions turns local decisions on or off (default on; they
+// need the Watch stream, WithWatch): while the Watch cache holds a
+// dependency's breaker CLOSED with local decisions allowed by its policy,
+// first attempts are granted in the client with no RPC (Decision.Source
+// SourceLocal, Permit 0), and their outcomes, the chain decisions and the
+// decisions made without breakerd (local refusals, fail-open, fail-closed)
+// go to breakerd in batches (ReportBatch). Off, every decision that the
+// cache does not refuse goes to breakerd, as before.
+func WithLocalDecisions(on bool) Option { return func(c *config) { c.localDecisions = on } }
+
+// WithFlushInterval sets how often the batch of local decisions is sent
+// while something is pending (nothing runs while nothing is). Default 5 ms.
+// It bounds how long a trip caused by locally granted calls waits before
+// breakerd sees their outcomes.
+func WithFlushInterval(d time.Duration) Option { return func(c *config) { c.flushInterval = d } }
 
 // WithWatchBackoff sets the Watch reconnect backoff: full jitter over base
 // doubling up to max. Default 100 ms to 5 s.
@@ -133,6 +151,11 @@ type Stats struct {
 	// AwayDecisions counts decisions made with no RPC while the sidecar was
 	// away (each is also counted in FailOpen or FailClosed).
 	AwayDecisions uint64
+	// DroppedOutcomes counts outcomes of locally granted calls that never
+	// reached breakerd: past 10,000 held and not yet acknowledged, made while
+	// the sidecar was away or after Close, or in a ReportBatch given up after
+	// three failed sends.
+	DroppedOutcomes uint64
 }
 
 // Client talks to one breakerd. Make one per process and share it: all
@@ -156,6 +179,14 @@ type Client struct {
 
 	cache cache
 	held  heldReports // Reports made while away
+	// batch is the pending ReportBatch; nil with local decisions off (or
+	// the Watch off). Its flusher ends when batchStop is closed, within
+	// batchCtx, which Close ends a decision timeout later.
+	batch       *batcher
+	batchStop   chan struct{}
+	batchDone   chan struct{}
+	batchCtx    context.Context
+	batchCancel context.CancelFunc
 
 	failOpen, failClosed, localRejections, reportErrors, watchReconnects, awayDecisions atomic.Uint64
 
@@ -176,6 +207,8 @@ func New(opts ...Option) (*Client, error) {
 		target:            DefaultTarget,
 		decisionTimeout:   20 * time.Millisecond,
 		watch:             true,
+		localDecisions:    true,
+		flushInterval:     5 * time.Millisecond,
 		backoffBase:       100 * time.Millisecond,
 		backoffMax:        5 * time.Second,
 		awayProbeInterval: 100 * time.Millisecond,
@@ -194,8 +227,9 @@ func New(opts ...Option) (*Client, error) {
 	if cfg.classifier == nil {
 		cfg.classifier = FromError
 	}
-	if cfg.decisionTimeout <= 0 || cfg.backoffBase <= 0 || cfg.backoffMax < cfg.backoffBase || cfg.awayProbeInterval <= 0 {
-		return nil, errors.New("breakerd: decision timeout, watch backoff and away probe interval must be positive, max >= base")
+	if cfg.decisionTimeout <= 0 || cfg.backoffBase <= 0 || cfg.backoffMax < cfg.backoffBase || cfg.awayProbeInterval <= 0 ||
+		cfg.flushInterval <= 0 {
+		return nil, errors.New("breakerd: decision timeout, watch backoff, away probe interval and flush interval must be positive, max >= base")
 	}
 	answers := newAnswerClock()
 	dial := append([]grpc.DialOption{
@@ -212,17 +246,28 @@ func New(opts ...Option) (*Client, error) {
 		probeWake: make(chan struct{}, 1), window: newSendWindow(sendWindowLimit), answers: answers,
 		sidecarLog: newChangeLog(cfg.logger, cfg.logClock), lateLog: newChangeLog(cfg.logger, cfg.logClock),
 		reportLog: newChangeLog(cfg.logger, cfg.logClock), watchLog: newChangeLog(cfg.logger, cfg.logClock)}
-	c.cache.entries = make(map[string]cacheEntry)
+	c.cache.entries = make(map[string]*cacheEntry)
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopBackground = cancel
 	c.background.Go(func() { c.probeLoop(ctx) })
 	if cfg.watch {
 		c.background.Go(func() { c.watchLoop(ctx) })
 	}
+	if cfg.watch && cfg.localDecisions {
+		c.batch = newBatcher(newClientID())
+		c.batchStop, c.batchDone = make(chan struct{}), make(chan struct{})
+		c.batchCtx, c.batchCancel = context.WithCancel(context.Background())
+		go func() {
+			defer close(c.batchDone)
+			c.flushLoop(c.batchCtx, c.batchStop)
+		}()
+	}
 	return c, nil
 }
 
-// Close ends the Watch stream, the away probe and the channel. Safe to call
+// Close sends the pending batch of local decisions (within the decision
+// timeout; what is left is dropped, counted in DroppedOutcomes), then ends
+// the Watch stream, the away probe and the channel. Safe to call
 // more than once. Afterwards Acquire, AcquireFirst, Do, Guard, Retry, First
 // and WaitReady return ErrClosed at once, and Report drops its report
 // (counted in Stats.ReportErrors), as Close does with the Reports held
@@ -233,6 +278,13 @@ func (c *Client) Close() error {
 		c.closed.Store(true)
 		c.window.close()
 		c.dropHeld()
+		if c.batch != nil {
+			deadline := time.AfterFunc(c.cfg.decisionTimeout, c.batchCancel)
+			close(c.batchStop)
+			<-c.batchDone
+			deadline.Stop()
+			c.batchCancel()
+		}
 		c.stopBackground()
 		c.background.Wait()
 		for _, l := range []*changeLog{c.sidecarLog, c.lateLog, c.reportLog, c.watchLog} {
@@ -277,12 +329,16 @@ func (c *Client) Stats() Stats {
 		ReportErrors:    c.reportErrors.Load(),
 		WatchReconnects: c.watchReconnects.Load(),
 		AwayDecisions:   c.awayDecisions.Load(),
+		DroppedOutcomes: c.droppedOutcomes(),
 	}
 }
 
 // Acquire asks whether dependency may be called now; attempt is 0 for a
 // first try and 1, 2, ... for retries. A refusal is not an error: it is a
-// Decision with Allowed false. The error is for a bad dependency name
+// Decision with Allowed false. With local decisions (WithLocalDecisions) a
+// first attempt on a breaker the Watch cache holds closed is granted in
+// the client with no RPC (SourceLocal, Permit 0): report it with
+// ReportDecision. The error is for a bad dependency name
 // (INVALID_ARGUMENT), ErrClosed after Close, or ctx's own error when ctx
 // ended first; breakerd being unreachable or slower than the decision
 // timeout gives a fail-open (or fail-closed) Decision instead, and so does,
@@ -298,15 +354,25 @@ func (c *Client) Acquire(ctx context.Context, dependency string, attempt uint32)
 	if c.closed.Load() {
 		return Decision{}, ErrClosed
 	}
-	if err := validateDependency(dependency); err != nil {
-		return Decision{}, err
+	e, cached := c.cache.get(dependency)
+	if !cached { // a name breakerd sent on the Watch stream is valid
+		if err := validateDependency(dependency); err != nil {
+			return Decision{}, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return Decision{}, err
 	}
-	if d, refused := c.cache.refuse(dependency, time.Now()); refused {
-		c.localRejections.Add(1)
-		return d, nil
+	if cached {
+		if d, refused := e.refusal(dependency, time.Now); refused {
+			c.refusedLocally(dependency)
+			return d, nil
+		}
+		if attempt == 0 {
+			if d, granted := c.grantLocally(dependency, e); granted {
+				return d, nil
+			}
+		}
 	}
 	if c.away.Load() {
 		return c.awayDecision(dependency), nil
@@ -333,7 +399,10 @@ func (c *Client) Acquire(ctx context.Context, dependency string, attempt uint32)
 // granted. Dependencies the Watch cache refuses are dropped before the RPC;
 // if none is left the refusal is local. On fail-open the first remaining
 // dependency is granted (without a permit). Errors as for Acquire, plus an
-// empty list; the send window and cancellation as for Acquire.
+// empty list; the send window and cancellation as for Acquire. With local
+// decisions, a first attempt whose first remaining dependency (with
+// WithChain: the list's first) the cache allows is granted in the client
+// (SourceLocal, Permit 0; report it with ReportDecision).
 //
 // With WithChain (and WithFirstTier for a list that does not start the
 // chain), breakerd counts the decision for the chain, and every candidate
@@ -375,6 +444,25 @@ func (c *Client) acquireFirst(ctx context.Context, dependencies []string, attemp
 	if err := ctx.Err(); err != nil {
 		return Decision{}, err
 	}
+	away := c.away.Load()
+	if len(remaining) == 0 && (!o.named || away) {
+		c.refusedChainLocally(dependencies, o)
+		return local, nil
+	}
+	// Local decisions: the first remaining candidate (with a chain name the
+	// first of the list: a named chain skips none) may be granted in the
+	// client; if it may not, breakerd decides over them all.
+	if attempt == 0 && len(remaining) > 0 && !away && (!o.named || remaining[0] == dependencies[0]) {
+		if e, ok := c.cache.get(remaining[0]); ok {
+			if d, ok := c.grantLocally(remaining[0], e); ok {
+				if o.named {
+					d.Chain, d.Tier = o.chain, o.firstTier
+					c.batch.chainDecided(o.chain, o.firstTier, false)
+				}
+				return d, nil
+			}
+		}
+	}
 	// A named chain asks breakerd about every candidate (a copy: the tier
 	// of a late permit is found after the caller has its answer), so that it
 	// counts every decision, the ultimate fallback ("none") too.
@@ -388,11 +476,6 @@ func (c *Client) acquireFirst(ctx context.Context, dependencies []string, attemp
 			d.Chain, d.Tier = o.chain, tierOf(sent, d.Dependency, o.firstTier)
 		}
 		return d
-	}
-	away := c.away.Load()
-	if len(remaining) == 0 && (!o.named || away) {
-		c.localRejections.Add(1)
-		return local, nil
 	}
 	if away {
 		return granted(c.awayDecision(remaining[0])), nil
@@ -412,7 +495,7 @@ func (c *Client) acquireFirst(ctx context.Context, dependencies []string, attemp
 			return Decision{}, err
 		}
 		if len(remaining) == 0 { // a named chain, every candidate known open: as without a name
-			c.localRejections.Add(1)
+			c.refusedChainLocally(dependencies, o)
 			return local, nil
 		}
 		var d Decision
@@ -451,6 +534,14 @@ func (c *Client) Report(ctx context.Context, dependency string, permit uint64, o
 // WithChain), d.Chain and d.Tier: breakerd counts the outcome in
 // breakerd_chain_outcomes_total{chain,tier,class}. A refused decision
 // sends nothing.
+//
+// For a local grant (Source SourceLocal, Allowed) it sends no RPC: the
+// outcome, classified as a Report would be, is queued for the next
+// ReportBatch (with the grant's generation, and its chain and tier) and
+// ReportDecision returns at once; there is no effect to learn, here as for
+// any Report. An outcome that cannot be queued (10,000 held, the sidecar
+// away, the client closed) is dropped, counted in Stats.DroppedOutcomes.
+// Report with a permit of 0 (what a local grant carries) sends nothing.
 func (c *Client) ReportDecision(ctx context.Context, d Decision, outcome Outcome) {
 	c.report(ctx, d, outcome, false)
 }
@@ -464,6 +555,10 @@ func (c *Client) returnPermit(d Decision) {
 // report is ReportDecision; keep sends it even while away (a late permit
 // going back).
 func (c *Client) report(ctx context.Context, d Decision, outcome Outcome, keep bool) {
+	if d.localGrant() {
+		c.reportLocal(d, outcome)
+		return
+	}
 	if !d.Allowed || d.Permit == 0 {
 		return
 	}
@@ -571,9 +666,11 @@ func (c *Client) noAnswer(ctx context.Context, err error) (notSent bool, _ error
 func (c *Client) failDecision(dependency string) Decision {
 	if c.cfg.failMode == FailClosed {
 		c.failClosed.Add(1)
+		c.decidedWithoutSidecar(dependency, decidedFailClosed)
 		return Decision{Dependency: dependency, Source: SourceFailClosed}
 	}
 	c.failOpen.Add(1)
+	c.decidedWithoutSidecar(dependency, decidedFailOpen)
 	return Decision{Allowed: true, Dependency: dependency, Source: SourceFailOpen}
 }
 

@@ -169,7 +169,7 @@ func TestLocalRefusalFromAnotherClient(t *testing.T) {
 	ctx := context.Background()
 	tripper := newClient(t, s.addr, breakerd.WithWatch(false))
 	watcher := newClient(t, s.addr)
-	const dep = "local/upstream"
+	const dep = "refusal/upstream"
 
 	for i := 0; i < 3; i++ {
 		_ = tripper.Do(ctx, dep, func(context.Context) error { return &breakerd.HTTPError{StatusCode: 503} })
@@ -206,8 +206,8 @@ func TestLocalRefusalFromAnotherClient(t *testing.T) {
 		t.Errorf("LocalRejections = %d, want 3", got)
 	}
 	// A dependency the cache does not refuse still goes to breakerd.
-	if d, err := watcher.Acquire(ctx, "local/other", 0); err != nil || !d.Allowed || d.Source != breakerd.SourceSidecar {
-		t.Errorf("Acquire(local/other) = %+v, %v", d, err)
+	if d, err := watcher.Acquire(ctx, "refusal/other", 0); err != nil || !d.Allowed || d.Source != breakerd.SourceSidecar {
+		t.Errorf("Acquire(refusal/other) = %+v, %v", d, err)
 	}
 }
 

@@ -44,7 +44,11 @@ type Source int
 const (
 	// SourceSidecar: breakerd answered.
 	SourceSidecar Source = iota
-	// SourceLocal: refused from the Watch cache, no RPC was made.
+	// SourceLocal: decided in the client from the Watch cache, no RPC was
+	// made: a refusal (the breaker open or forced open), or, with local
+	// decisions, a grant of a first attempt on a closed breaker (Allowed,
+	// Permit 0: report it with ReportDecision, which puts its outcome in the
+	// next ReportBatch).
 	SourceLocal
 	// SourceFailOpen: breakerd was unreachable or slower than the decision
 	// timeout; the call is allowed without a permit.
@@ -71,8 +75,9 @@ func (s Source) String() string {
 type Decision struct {
 	// Allowed: make the call, then Report with Permit.
 	Allowed bool
-	// Permit ties the Report to this Acquire; 0 when refused or on fail-open
-	// (a Report with permit 0 is not sent).
+	// Permit ties the Report to this Acquire; 0 when refused, on fail-open
+	// (a Report with permit 0 is not sent) and for a local grant (its
+	// outcome goes in a ReportBatch: report it with ReportDecision).
 	Permit uint64
 	// Probe is true when this call is the half-open probe.
 	Probe bool
@@ -93,7 +98,16 @@ type Decision struct {
 	// ReportDecision sends them with the outcome. Else "" and 0.
 	Chain string
 	Tier  uint32
+
+	// generation is the Watch event's generation a local grant was made
+	// on; its outcome is batched under it, in slot when that is still
+	// pending.
+	generation uint64
+	slot       *depBatch
 }
+
+// localGrant: d was granted in the client (local decisions).
+func (d Decision) localGrant() bool { return d.Allowed && d.Source == SourceLocal }
 
 // ErrBreakerOpen is matched (errors.Is) by every *OpenError: the call was
 // refused and not made.

@@ -20,7 +20,14 @@
 //
 // A Client keeps one Watch stream and refuses locally, with no RPC, while a
 // dependency's breaker is open (cooldown still running) or forced open, and
-// its policy enforces (a shadow breaker is never refused locally).
+// its policy enforces (a shadow breaker is never refused locally). With
+// local decisions (WithLocalDecisions, on by default) it also grants first
+// attempts locally while the breaker is closed and breakerd's policy allows
+// it (Decision.Source SourceLocal, Permit 0), and sends the grants, their
+// outcomes and the decisions it made without breakerd in batches
+// (ReportBatch, every 5 ms while there is something to send; see
+// WithFlushInterval). A two-step local grant is reported with
+// ReportDecision.
 // When breakerd is unreachable or slower than the decision timeout (20 ms,
 // from when the RPC is sent; at most 32 RPCs are on the wire, the rest wait
 // their turn) decisions fail open (or closed, WithFailMode(FailClosed)).

@@ -54,7 +54,7 @@ func (c *Client) try(ctx context.Context, dep string, attempt uint32, fn func(co
 // runGranted runs fn under an allowed decision and reports it exactly once
 // (see Do).
 func (c *Client) runGranted(ctx context.Context, d Decision, fn func(context.Context) error) (Outcome, error) {
-	start := time.Now()
+	start := monoNow()
 	var (
 		err             error
 		latency         time.Duration
@@ -66,11 +66,11 @@ func (c *Client) runGranted(ctx context.Context, d Decision, fn func(context.Con
 		case ran: // the classifier panicked (or called runtime.Goexit)
 			c.ReportDecision(ctx, d, c.outcomeOf(ctx, err, FromError).WithLatency(latency))
 		default: // fn panicked or called runtime.Goexit
-			c.ReportDecision(ctx, d, Explicit(ClassCancelled).WithLatency(time.Since(start)))
+			c.ReportDecision(ctx, d, Explicit(ClassCancelled).WithLatency(monoNow()-start))
 		}
 	}()
 	err = fn(ctx)
-	latency, ran = time.Since(start), true
+	latency, ran = monoNow()-start, true
 	o := c.outcomeOf(ctx, err, c.cfg.classifier).WithLatency(latency)
 	classified = true
 	c.ReportDecision(ctx, d, o)
@@ -86,6 +86,12 @@ func (c *Client) outcomeOf(ctx context.Context, err error, classify Classifier) 
 	}
 	return classify(err)
 }
+
+// monoEpoch and monoNow time calls on the monotonic clock alone (one clock
+// read, where time.Now reads the wall clock too).
+var monoEpoch = time.Now()
+
+func monoNow() time.Duration { return time.Since(monoEpoch) }
 
 // RetryOptions configures Retry. Zero fields take the defaults.
 type RetryOptions struct {

@@ -85,9 +85,17 @@ Client::Impl::Impl(ClientOptions options)
       presence_log_(options_.log, &clock_, &timer_),
       acquire_log_(options_.log, &clock_, &timer_),
       report_log_(options_.log, &clock_, &timer_),
+      batch_log_(options_.log, &clock_, &timer_),
       presence_(PresenceOptions(options_, channel_, &presence_log_,
-                                [this] { OnSidecarBack(); })) {
+                                [this] { OnSidecarBack(); })),
+      local_decisions_(options_.watch && options_.local_decisions),
+      batch_(NewClientId(), [this](bool urgent) {
+        if (flusher_ != nullptr) flusher_->Wake(urgent);
+      }) {
   channel_->GetState(/*try_to_connect=*/true);
+  if (local_decisions_) {
+    flusher_ = std::make_unique<internal::BatchFlusher>(FlusherOptions());
+  }
   if (options_.watch) {
     internal::WatchStream::Options watch;
     watch.stub = stub_.get();
@@ -112,23 +120,11 @@ void Client::Impl::Close() {
     calls_->mu.Await(absl::Condition(&CallsInFlight::None, calls_.get()));
   }
   StopLatePermits();
+  StopBatches();
   if (watch_ != nullptr) watch_->Stop();
   presence_.Stop();
   // Drops a held-back log line; the logs are destroyed after this.
   timer_.Stop();
-}
-
-std::optional<Decision> Client::Impl::LocalRefusal(
-    absl::string_view dependency) {
-  std::optional<Decision> d = CachedRefusal(dependency);
-  if (d.has_value()) CountLocalRejections(1);
-  return d;
-}
-
-std::optional<Decision> Client::Impl::CachedRefusal(
-    absl::string_view dependency) const {
-  if (watch_ == nullptr) return std::nullopt;
-  return watch_->Refusal(dependency);
 }
 
 std::optional<Decision> Client::Impl::AwayDecision(
@@ -213,6 +209,7 @@ ClientStats Client::Impl::stats() const {
   s.report_errors = report_errors_.load(std::memory_order_relaxed);
   s.watch_reconnects = watch_ != nullptr ? watch_->reconnects() : 0;
   s.away_decisions = away_decisions_.load(std::memory_order_relaxed);
+  s.dropped_outcomes = batch_.dropped();
   return s;
 }
 
@@ -302,7 +299,8 @@ bool Client::Impl::AnsweredSince(absl::Duration sent_at) const {
 Decision Client::Impl::FailDecision(std::string dependency) {
   Decision d;
   d.dependency = std::move(dependency);
-  if (options_.fail_mode == FailMode::kOpen) {
+  const bool open = options_.fail_mode == FailMode::kOpen;
+  if (open) {
     fail_open_.fetch_add(1, std::memory_order_relaxed);
     d.allowed = true;
     d.source = DecisionSource::kFailOpen;
@@ -310,19 +308,28 @@ Decision Client::Impl::FailDecision(std::string dependency) {
     fail_closed_.fetch_add(1, std::memory_order_relaxed);
     d.source = DecisionSource::kFailClosed;
   }
+  // breakerd counts them when it answers again.
+  if (local_decisions_) {
+    batch_.CountDecision(d.dependency,
+                         open ? internal::ClientDecisionKind::kFailOpen
+                              : internal::ClientDecisionKind::kFailClosed);
+  }
   return d;
 }
 
 // --- Permit ---------------------------------------------------------------
 
-Permit::Permit(Client* client, Decision decision)
+Permit::Permit(Client* client, Decision decision,
+               std::shared_ptr<internal::LocalSlot> local)
     : client_(client),
       decision_(std::move(decision)),
+      local_(std::move(local)),
       acquired_at_(MonoNow()) {}
 
 Permit::Permit(Permit&& other) noexcept
     : client_(other.client_),
       decision_(std::move(other.decision_)),
+      local_(std::move(other.local_)),
       acquired_at_(other.acquired_at_),
       reported_(other.reported_) {
   other.reported_ = true;
@@ -335,6 +342,7 @@ Permit& Permit::operator=(Permit&& other) noexcept {
     }
     client_ = other.client_;
     decision_ = std::move(other.decision_);
+    local_ = std::move(other.local_);
     acquired_at_ = other.acquired_at_;
     reported_ = other.reported_;
     other.reported_ = true;
@@ -348,11 +356,17 @@ Permit::~Permit() {
 
 absl::StatusOr<ReportResult> Permit::Report(
     const Outcome& outcome, std::optional<absl::Duration> latency) {
-  if (reported_ || !decision_.allowed || decision_.permit == 0) {
+  if (reported_ || !decision_.allowed) {
     reported_ = true;
     return ReportResult();
   }
   reported_ = true;
+  if (local_ != nullptr) {
+    return client_->impl_->ReportLocal(
+        std::move(local_), outcome, latency.value_or(MonoNow() - acquired_at_),
+        decision_.chain, decision_.tier);
+  }
+  if (decision_.permit == 0) return ReportResult();
   return client_->impl_->SendReport(decision_, outcome,
                                     latency.value_or(MonoNow() - acquired_at_),
                                     /*late=*/false);
@@ -379,6 +393,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     return absl::InvalidArgumentError(
         "away_probe_interval: must be positive (default 100ms)");
   }
+  if (options.flush_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "flush_interval: must be positive (default 5ms)");
+  }
   return std::unique_ptr<Client>(
       new Client(std::make_unique<Impl>(std::move(options))));
 }
@@ -391,9 +409,17 @@ void Client::Close() { impl_->Close(); }
 absl::StatusOr<Permit> Client::Acquire(absl::string_view dependency,
                                        uint32_t attempt) {
   if (impl_->closed()) return ClosedError();
-  if (std::optional<Decision> d = impl_->LocalRefusal(dependency)) {
-    return Permit(this, std::move(*d));
+  Impl::CacheDecision local = impl_->DecideInCache(dependency, attempt);
+  if (local.grant != nullptr) {
+    Decision d = Impl::LocalGrantOf(dependency, *local.grant);
+    return Permit(this, std::move(d), std::move(local.grant));
   }
+  if (local.refusal.has_value()) return Permit(this, std::move(*local.refusal));
+  return AcquireFromSidecar(dependency, attempt);
+}
+
+absl::StatusOr<Permit> Client::AcquireFromSidecar(absl::string_view dependency,
+                                                  uint32_t attempt) {
   if (std::optional<Decision> d = impl_->AwayDecision(dependency)) {
     return Permit(this, std::move(*d));
   }
@@ -444,18 +470,44 @@ absl::StatusOr<Permit> Client::AcquireFirst(
   // The dependencies the Watch cache does not hold open, and its first
   // refusal. Without a name only those are sent; a named chain sends every
   // one, so that breakerd counts each decision, the ultimate fallback too.
+  // A first attempt may be granted locally: the first dependency left
+  // (with a name: the first one passed, at its tier).
+  const bool may_grant = impl_->MayGrant(attempt);
   std::vector<std::string> usable;
   std::optional<Decision> first_refusal;
-  uint64_t known_open = 0;
-  for (const std::string& dependency : dependencies) {
-    std::optional<Decision> local = impl_->CachedRefusal(dependency);
-    if (local.has_value()) {
-      ++known_open;
-      if (!first_refusal.has_value()) first_refusal = std::move(local);
+  std::vector<absl::string_view> known_open;
+  std::shared_ptr<internal::LocalSlot> grant;
+  for (size_t i = 0; i < dependencies.size(); ++i) {
+    const std::string& dependency = dependencies[i];
+    internal::CacheVerdict v = impl_->PeekCache(
+        dependency, may_grant && (named ? i == 0 : usable.empty()));
+    const bool refused = v.kind == internal::CacheVerdict::Kind::kRefuse;
+    if (refused) {
+      known_open.push_back(dependency);
+      if (!first_refusal.has_value()) {
+        first_refusal = Impl::LocalRefusalOf(dependency, v);
+      }
     } else {
+      if (v.kind == internal::CacheVerdict::Kind::kGrant && usable.empty()) {
+        grant = std::move(v.slot);
+      }
       usable.push_back(dependency);
     }
-    if (named || !local.has_value()) request.add_dependencies(dependency);
+    if (named || !refused) request.add_dependencies(dependency);
+  }
+  if (grant != nullptr) {
+    impl_->CountGrant(grant);
+    Decision d = Impl::LocalGrantOf(usable[0], *grant);
+    if (named) {
+      d.chain = *options.chain;
+      d.tier = options.first_tier;
+      impl_->CountChainGrant(d.chain, d.tier);
+    } else {
+      for (absl::string_view dependency : known_open) {
+        impl_->CountLocalRefusal(dependency);
+      }
+    }
+    return Permit(this, std::move(d), std::move(grant));
   }
   if (named) {
     request.set_chain(*options.chain);
@@ -468,7 +520,11 @@ absl::StatusOr<Permit> Client::AcquireFirst(
   // one.
   bool counted = false;
   const auto local_refusal = [&]() -> std::optional<Decision> {
-    if (!counted) impl_->CountLocalRejections(known_open);
+    if (!counted) {
+      for (absl::string_view dependency : known_open) {
+        impl_->CountLocalRefusal(dependency);
+      }
+    }
     counted = true;
     if (!usable.empty()) return std::nullopt;
     first_refusal->dependency.clear();
@@ -521,6 +577,8 @@ absl::StatusOr<ReportResult> Client::Report(absl::string_view dependency,
                                             uint64_t permit,
                                             const Outcome& outcome,
                                             absl::Duration latency) {
+  // Fail-open, or a local grant (its outcome goes through its Permit).
+  if (permit == 0) return ReportResult();
   Decision granted;
   granted.allowed = true;
   granted.permit = permit;

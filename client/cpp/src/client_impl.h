@@ -2,7 +2,9 @@
 // implementation of Client. Its methods are defined where their concern
 // is: client.cc (construction, Close, decisions and the RPCs behind them),
 // reports.cc (Reports sent, held while breakerd is away, and late permits
-// returned); guards.cc (Do, Retry, First) uses Classify and Jitter.
+// returned), local.cc (local decisions: grants and refusals from the Watch
+// cache, their outcomes and the decisions made without breakerd batched
+// for ReportBatch); guards.cc (Do, Retry, First) uses Classify and Jitter.
 //
 // Thread-safety: thread-safe, as Client.
 #ifndef BREAKERD_CLIENT_CPP_SRC_CLIENT_IMPL_H_
@@ -27,8 +29,10 @@
 #include "breakerd/client.h"
 #include "breakerd/internal/change_log.h"
 #include "breakerd/internal/clock.h"
+#include "breakerd/internal/local_batch.h"
 #include "breakerd/internal/send_window.h"
 #include "breakerd/internal/sidecar_presence.h"
+#include "breakerd/internal/watch_cache.h"
 #include "breakerd/internal/watch_stream.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
 #include "grpcpp/channel.h"
@@ -80,18 +84,60 @@ class Client::Impl {
 
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
-  // --- Decisions (client.cc) ----------------------------------------------
+  // --- Local decisions (local.cc) -----------------------------------------
 
-  // A local refusal for `dependency` if the Watch cache knows it is open
-  // (and enforced), counted.
-  std::optional<Decision> LocalRefusal(absl::string_view dependency);
+  // What the Watch cache decided for one call: a grant (its slot), a
+  // refusal, or neither (ask breakerd).
+  struct CacheDecision {
+    std::shared_ptr<internal::LocalSlot> grant;
+    std::optional<Decision> refusal;
+  };
 
-  // LocalRefusal, not counted: a named chain's AcquireFirst asks breakerd
-  // all the same, and counts the refusals only if it decides locally.
-  std::optional<Decision> CachedRefusal(absl::string_view dependency) const;
-  void CountLocalRejections(uint64_t n) {
-    local_rejections_.fetch_add(n, std::memory_order_relaxed);
+  // The Watch cache's decision for `dependency`, counted: a local refusal
+  // while it knows the breaker open (and enforced); with local_decisions, a
+  // first attempt granted while it allows it and breakerd is not away.
+  CacheDecision DecideInCache(absl::string_view dependency, uint32_t attempt);
+
+  // The cache's verdict, not counted (AcquireFirst counts what it uses; a
+  // named chain asks breakerd all the same, and counts the refusals only
+  // if it decides locally). `may_grant`: MayGrant(attempt).
+  internal::CacheVerdict PeekCache(absl::string_view dependency,
+                                   bool may_grant) const;
+
+  // Whether a call of `attempt` may be granted locally now.
+  bool MayGrant(uint32_t attempt) const {
+    return local_decisions_ && attempt == 0 && !presence_.away();
   }
+
+  // Counts a grant from `slot` (in the next batch).
+  void CountGrant(const std::shared_ptr<internal::LocalSlot>& slot) {
+    batch_.Grant(slot);
+  }
+  // Counts a named chain's local grant of the candidate at `tier`.
+  void CountChainGrant(absl::string_view chain, uint32_t tier) {
+    batch_.CountChainGrant(chain, tier);
+  }
+  // Counts a local refusal of `dependency` (local_rejections, and the
+  // batch's decisions).
+  void CountLocalRefusal(absl::string_view dependency);
+
+  // A refusal from the cache's verdict.
+  static Decision LocalRefusalOf(absl::string_view dependency,
+                                 const internal::CacheVerdict& v);
+  // The Decision of a first attempt granted locally from `slot`.
+  static Decision LocalGrantOf(absl::string_view dependency,
+                               const internal::LocalSlot& slot);
+
+  // Queues the outcome of a call granted locally from `slot` for the next
+  // batch (see Permit::Report): OK with an empty result, or dropped
+  // (counted) while breakerd is away or the batch is full; FAILED_PRECONDITION
+  // once closed (dropped, counted); INVALID_ARGUMENT (report_errors) for an
+  // outcome breakerd would refuse.
+  absl::StatusOr<ReportResult> ReportLocal(
+      std::shared_ptr<internal::LocalSlot> slot, const Outcome& outcome,
+      absl::Duration latency, absl::string_view chain, uint32_t tier);
+
+  // --- Decisions (client.cc) ----------------------------------------------
 
   // Whether breakerd is marked away (decisions are made with no RPC).
   bool away() const { return presence_.away(); }
@@ -237,8 +283,21 @@ class Client::Impl {
   absl::StatusOr<ReportResult> Hold(v1::ReportRequest request);
 
   // breakerd is back (SidecarPresence's on_back): the report thread sends
-  // the Reports held.
+  // the Reports held, and the batch goes.
   void OnSidecarBack();
+
+  // --- Local decisions (local.cc) -----------------------------------------
+
+  // "cpp-<pid>-<8 random hex digits>": the batches' client_id.
+  static std::string NewClientId();
+  // The flusher's options (send through stub_).
+  internal::BatchFlusher::Options FlusherOptions();
+  // Sends one ReportBatch, waiting at most `timeout`; logs on change.
+  absl::Status SendBatch(const v1::ReportBatchRequest& request,
+                         absl::Duration timeout);
+  // Close: the last batch (within 10 x decision_timeout), what is left
+  // dropped and counted.
+  void StopBatches();
 
   // Starts the report thread, once.
   void StartReportThread() ABSL_EXCLUSIVE_LOCKS_REQUIRED(late_mu_);
@@ -272,6 +331,8 @@ class Client::Impl {
   internal::ChangeLog presence_log_;
   internal::ChangeLog acquire_log_;
   internal::ChangeLog report_log_;
+  // ReportBatch failing / reaching breakerd again.
+  internal::ChangeLog batch_log_;
   internal::SendWindow window_;
   internal::SidecarPresence presence_;
 
@@ -300,6 +361,16 @@ class Client::Impl {
 
   absl::Mutex rng_mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(rng_mu_);
+
+  // Local decisions: options.watch && options.local_decisions. Constant
+  // after construction.
+  const bool local_decisions_;
+  // What was decided locally, for ReportBatch.
+  internal::LocalBatch batch_;
+  // Runs the flusher's flushes (each waits for its RPC): stopped by Close.
+  internal::ThreadTimer flush_timer_;
+  // With local_decisions; else null. Set by the constructor only.
+  std::unique_ptr<internal::BatchFlusher> flusher_;
 
   // With `watch`: the Watch stream and its cache (started last, as it uses
   // presence_ and Jitter); else null. Set by the constructor only.

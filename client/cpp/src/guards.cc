@@ -2,6 +2,7 @@
 // and report how it went, exactly once (client/README.md, "Guard", "Retry
 // helper", "Fallback chain").
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,8 +18,8 @@ namespace breakerd::client {
 
 using internal::RefusedStatus;
 
-absl::Status Client::RunGranted(Permit& permit,
-                                absl::FunctionRef<absl::Status()> fn,
+absl::Status Client::RunGranted(absl::FunctionRef<absl::Status()> fn,
+                                absl::FunctionRef<void(const Outcome&)> report,
                                 Outcome* outcome) {
   absl::Status result;
   try {
@@ -26,27 +27,48 @@ absl::Status Client::RunGranted(Permit& permit,
   } catch (...) {
     // Anything raised by the call is a server error (client/README.md,
     // "Outcome helpers").
-    permit.Report(Outcome::Of(OutcomeKind::kServerError)).IgnoreError();
+    report(Outcome::Of(OutcomeKind::kServerError));
     throw;
   }
   try {
     *outcome = impl_->Classify(result);
   } catch (...) {
-    permit.Report(Outcome::FromStatus(result)).IgnoreError();
+    report(Outcome::FromStatus(result));
     throw;
   }
-  permit.Report(*outcome).IgnoreError();
+  report(*outcome);
   return result;
 }
 
 absl::Status Client::Do(absl::string_view dependency,
                         absl::FunctionRef<absl::Status()> fn,
                         uint32_t attempt) {
-  absl::StatusOr<Permit> permit = Acquire(dependency, attempt);
+  if (impl_->closed()) return internal::ClosedError();
+  Impl::CacheDecision local = impl_->DecideInCache(dependency, attempt);
+  if (local.grant != nullptr) {
+    // The fast path: no Decision, no Permit; the outcome goes to the batch.
+    // The latency on steady_clock, as a Permit's.
+    const auto start = std::chrono::steady_clock::now();
+    Outcome outcome;
+    return RunGranted(
+        fn,
+        [&](const Outcome& o) {
+          const auto latency = std::chrono::steady_clock::now() - start;
+          impl_
+              ->ReportLocal(std::move(local.grant), o,
+                            absl::FromChrono(latency), /*chain=*/"",
+                            /*tier=*/0)
+              .IgnoreError();
+        },
+        &outcome);
+  }
+  if (local.refusal.has_value()) return RefusedStatus(*local.refusal);
+  absl::StatusOr<Permit> permit = AcquireFromSidecar(dependency, attempt);
   if (!permit.ok()) return permit.status();
   if (!permit->allowed()) return RefusedStatus(permit->decision());
   Outcome outcome;
-  return RunGranted(*permit, fn, &outcome);
+  return RunGranted(
+      fn, [&](const Outcome& o) { permit->Report(o).IgnoreError(); }, &outcome);
 }
 
 absl::Status Client::Retry(absl::string_view dependency,
@@ -71,7 +93,9 @@ absl::Status Client::Retry(absl::string_view dependency,
                       : "");
     }
     Outcome outcome;
-    last = RunGranted(*permit, fn, &outcome);
+    last = RunGranted(
+        fn, [&](const Outcome& o) { permit->Report(o).IgnoreError(); },
+        &outcome);
     if (last.ok() || !outcome.Retryable()) return last;
   }
   return last;
@@ -102,7 +126,8 @@ absl::Status Client::First(
     const std::string granted = permit->decision().dependency;
     Outcome outcome;
     absl::Status result = RunGranted(
-        *permit, [&] { return fn(granted); }, &outcome);
+        [&] { return fn(granted); },
+        [&](const Outcome& o) { permit->Report(o).IgnoreError(); }, &outcome);
     // Only an outcome worth retrying is worth trying elsewhere: a bad
     // request would be as bad for the next dependency.
     if (result.ok() || !outcome.Retryable()) return result;

@@ -42,6 +42,8 @@ Outcome Outcome::FromGrpcCode(grpc::StatusCode code) {
 }
 
 Outcome Outcome::FromStatus(const absl::Status& status) {
+  // The common case, on every guarded call: OK carries no payload.
+  if (status.ok()) return FromGrpcCode(grpc::StatusCode::OK);
   if (auto payload = status.GetPayload(kOutcomePayload); payload.has_value()) {
     v1::ReportRequest attached;
     if (attached.ParseFromString(std::string(*payload))) {

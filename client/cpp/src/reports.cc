@@ -128,6 +128,8 @@ absl::StatusOr<ReportResult> Client::Impl::Hold(v1::ReportRequest request) {
 }
 
 void Client::Impl::OnSidecarBack() {
+  // The decisions counted while away go in the first batch.
+  if (flusher_ != nullptr) flusher_->Back();
   absl::MutexLock lock(&late_mu_);
   if (held_.empty()) return;
   held_due_ = true;

@@ -26,15 +26,11 @@ void SidecarPresence::Stop() {
   if (probe_thread_.joinable()) probe_thread_.join();
 }
 
-bool SidecarPresence::away() const {
-  absl::ReaderMutexLock lock(&mu_);
-  return away_;
-}
-
 void SidecarPresence::MarkAway(const grpc::Status& status) {
   absl::MutexLock lock(&mu_);
   if (away_) return;
   away_ = true;
+  away_flag_.store(true, std::memory_order_release);
   changed_.SignalAll();
   options_.log->Wrong(absl::StrCat(
       "breakerd at ", options_.target, " unreachable (",
@@ -45,16 +41,14 @@ void SidecarPresence::MarkAway(const grpc::Status& status) {
 }
 
 void SidecarPresence::MarkPresent(absl::string_view how) {
-  {
-    // Every Watch message lands here: a shared lock while breakerd is
-    // present, the common case.
-    absl::ReaderMutexLock lock(&mu_);
-    if (!away_) return;
-  }
+  // Every Watch message lands here: no lock while breakerd is present, the
+  // common case.
+  if (!away()) return;
   {
     absl::MutexLock lock(&mu_);
     if (!away_) return;
     away_ = false;
+    away_flag_.store(false, std::memory_order_release);
     changed_.SignalAll();
     options_.log->Right(
         absl::StrCat("breakerd at ", options_.target, " back (", how, ")"));

@@ -27,16 +27,17 @@ void WatchStream::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::optional<Decision> WatchStream::Refusal(
-    absl::string_view dependency) const {
+CacheVerdict WatchStream::Decide(absl::string_view dependency,
+                                 bool may_grant) const {
   // Shared: every decision reads the cache.
-  absl::ReaderMutexLock lock(&mu_);
-  return cache_.Refusal(dependency, options_.clock->Now());
+  ShardedReaderLock lock(&cache_mu_);
+  return cache_.Decide(dependency, may_grant,
+                       [this] { return options_.clock->Now(); });
 }
 
 std::optional<State> WatchStream::CachedState(
     absl::string_view dependency) const {
-  absl::ReaderMutexLock lock(&mu_);
+  ShardedReaderLock lock(&cache_mu_);
   return cache_.StateOf(dependency);
 }
 
@@ -69,15 +70,21 @@ void WatchStream::Loop() {
       {
         absl::MutexLock lock(&mu_);
         connected_ = live = true;
+      }
+      {
+        ShardedWriterLock lock(&cache_mu_);
         cache_.Apply(change, options_.clock->Now());
       }
       options_.on_message();
     }
     (void)reader->Finish();
     {
+      ShardedWriterLock lock(&cache_mu_);
+      cache_.Clear();
+    }
+    {
       absl::MutexLock lock(&mu_);
       context_ = nullptr;
-      cache_.Clear();
       connected_ = false;
       if (stopping_) return;
     }

@@ -1,4 +1,5 @@
 // The breakerd client: Acquire before a call, Report after it.
+import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
@@ -12,6 +13,7 @@ import type { Effect__Output } from './generated/breakerd/v1/Effect';
 import type { ReportRequest } from './generated/breakerd/v1/ReportRequest';
 import type { ReportResponse__Output } from './generated/breakerd/v1/ReportResponse';
 import type { HealthClient } from './generated/grpc/health/v1/Health';
+import { LocalBatcher, Tally, type Position } from './local-batch';
 import { Outcome, type OutcomeReport } from './outcome';
 import { checkName, isName, MAX_CHAIN_TIER } from './names';
 import { breakerdV1, durationToMs, healthV1, msToDuration } from './proto';
@@ -50,6 +52,15 @@ export interface BreakerdClientOptions {
   failMode?: 'open' | 'closed';
   /** Keep a Watch stream and refuse locally while a breaker is open. Default true. */
   watch?: boolean;
+  /**
+   * Decide first attempts in the client while the Watch stream says a
+   * breaker is CLOSED and breakerd allows it (its event's local_decisions),
+   * with no RPC; what happened goes to breakerd in ReportBatch requests
+   * (client/README.md, "Local decisions"). Needs `watch`. Default true.
+   */
+  localDecisions?: boolean;
+  /** With local decisions: how often a batch is sent while there is something to send, in ms. Default 5. */
+  flushIntervalMs?: number;
   /** Watch reconnect backoff, doubling from initialMs to maxMs with full jitter. Default 100 / 5000. */
   watchBackoff?: { initialMs?: number; maxMs?: number };
   /**
@@ -64,6 +75,8 @@ export interface BreakerdClientOptions {
   changeLog?: ChangeLogOptions;
   /** @internal For tests: how many reports are held while away (default MAX_HELD_REPORTS). */
   maxHeldReports?: number;
+  /** @internal For tests: how many outcomes of local grants are held unacknowledged (default MAX_UNACKED_OUTCOMES). */
+  maxUnackedOutcomes?: number;
   /**
    * Extra gRPC channel options, merged over the client's reconnect settings
    * (backoff 100 ms growing to at most 1 s, so the client is back within
@@ -86,6 +99,12 @@ export interface ClientStats {
   watchReconnects: number;
   /** Decisions made with no RPC while breakerd was away (each also counted in failOpen or failClosed). */
   awayDecisions: number;
+  /**
+   * Outcomes of locally granted calls never acknowledged by breakerd: past
+   * the 10,000 held, made while breakerd was away or after close(), in a
+   * ReportBatch dropped after three sends, or left when close() ended.
+   */
+  droppedOutcomes: number;
 }
 
 /** What breakerd did with a Report. */
@@ -239,6 +258,13 @@ export function channelOptionsFor(extra: grpc.ChannelOptions = {}): grpc.Channel
  * while breakerd answers others was one late answer: that decision alone
  * fails open (or closed), and the client stays present.
  *
+ * Local decisions (options.localDecisions, on by default with watch): a
+ * first attempt is granted in the client while the Watch stream says its
+ * breaker is CLOSED with local_decisions, with no RPC; the grants, their
+ * outcomes and the decisions made without breakerd go to it in ReportBatch
+ * requests (local-batch.ts), one at a time, every flushIntervalMs while
+ * there is something to send (an unref()ed timer), and at close().
+ *
  * Order of operations: acquire() before the call (if refused, do not call),
  * the call with its own timeout, then report() with the permit whatever
  * happened. guard(), retry() and first() do all of it.
@@ -256,9 +282,13 @@ export class BreakerdClient {
   private readonly window = new SendWindow(SEND_WINDOW);
   /** When breakerd last answered an RPC: tells a late answer from an absent breakerd. */
   private readonly answers = new AnswerClock();
-  private readonly counters: ClientStats = {
+  private readonly counters: Omit<ClientStats, 'droppedOutcomes'> = {
     failOpen: 0, failClosed: 0, localRejections: 0, reportErrors: 0, watchReconnects: 0, awayDecisions: 0,
   };
+  /** Local decisions' books; undefined when local decisions are off (or watch is). */
+  private readonly batcher: LocalBatcher | undefined;
+  /** Decisions of acquire()/acquireFirst() granted locally, until report() takes them. */
+  private readonly localGrants = new WeakMap<Decision, Tally>();
   /** breakerd unreachable (wrong) / reachable (right): its log lines, rate limited. */
   private readonly sidecarLog: ChangeLog;
   /** A decision failed open (closed) for a late answer while breakerd answered others (wrong) / one in time (right). */
@@ -329,12 +359,24 @@ export class BreakerdClient {
           onMessage: () => this.markBack('the watch stream'),
         },
       );
+      if (options.localDecisions ?? true) {
+        this.batcher = new LocalBatcher({
+          clientId: `node-${process.pid}-${randomBytes(4).toString('hex')}`,
+          flushIntervalMs: options.flushIntervalMs,
+          timeoutMs: 10 * this.decisionTimeoutMs,
+          maxUnacked: options.maxUnackedOutcomes,
+          send: (request, timeoutMs) => this.sendBatch(request, timeoutMs),
+        });
+      }
     }
   }
 
   /**
-   * May `dependency` be called now? Refused locally (source LOCAL, no RPC)
-   * while the Watch cache says it is open; otherwise breakerd answers
+   * May `dependency` be called now? Decided in the client (source LOCAL, no
+   * RPC): refused while the Watch cache says it is open, and, for a first
+   * attempt with local decisions on, granted (permit "0": report it with
+   * this decision) while the cache says CLOSED with local_decisions;
+   * otherwise breakerd answers
    * (SIDECAR), or, when it is unreachable or slower than decisionTimeoutMs,
    * the fail mode does (FAIL_OPEN: allowed with permit "0"; FAIL_CLOSED),
    * at once and with no RPC while breakerd is away.
@@ -348,9 +390,13 @@ export class BreakerdClient {
     this.throwIfClosed('acquire');
     const { signal } = options;
     signal?.throwIfAborted();
+    if (attempt === 0) {
+      const tally = this.grantLocally(dependency);
+      if (tally !== undefined) return this.localGrant(dependency, tally, undefined);
+    }
     const local = this.watcher?.refusal(dependency);
     if (local) {
-      this.counters.localRejections++;
+      this.countLocalRefusal(dependency);
       return { allowed: false, permit: '0', probe: false, ...local, dependency, source: DecisionSource.LOCAL };
     }
     if (this.away) return this.awayDecision(dependency);
@@ -391,16 +437,25 @@ export class BreakerdClient {
     }
     if (dependencies.length === 0) throw new RangeError('acquireFirst needs at least one dependency');
     signal?.throwIfAborted();
+    // A named chain's first candidate granted locally is counted at its tier
+    // in the batch; any other case goes to breakerd, which counts it.
+    if (attempt === 0 && chain !== undefined && firstTier <= MAX_CHAIN_TIER) {
+      const tally = this.grantLocally(dependencies[0]!);
+      if (tally !== undefined) {
+        this.batcher!.chainGrant(chain, firstTier);
+        return this.localGrant(dependencies[0]!, tally, { chain, tier: firstTier });
+      }
+    }
     const candidates: string[] = [];
     let refused: Decision | undefined;
-    let refusedCount = 0;
+    const refusedDependencies: string[] = [];
     for (const dependency of dependencies) {
       const local = this.watcher?.refusal(dependency);
       if (!local) {
         candidates.push(dependency);
         continue;
       }
-      refusedCount++;
+      refusedDependencies.push(dependency);
       const retryAfterMs = Math.min(local.retryAfterMs, refused?.retryAfterMs ?? Infinity);
       refused = { allowed: false, permit: '0', probe: false, ...local, retryAfterMs, dependency, source: DecisionSource.LOCAL };
     }
@@ -408,11 +463,16 @@ export class BreakerdClient {
     // candidate, else the fail mode's for the first it does not (notSent:
     // no RPC was made, counted in awayDecisions).
     const withoutSidecar = (notSent: boolean): Decision => {
-      if (chain !== undefined) this.counters.localRejections += refusedCount;
+      if (chain !== undefined) for (const d of refusedDependencies) this.countLocalRefusal(d);
       if (candidates.length === 0) return refused!;
       return notSent ? this.awayDecision(candidates[0]!) : this.failDecision(candidates[0]!);
     };
-    if (chain === undefined) this.counters.localRejections += refusedCount;
+    if (chain === undefined) {
+      for (const d of refusedDependencies) this.countLocalRefusal(d);
+      // The first candidate the cache does not refuse, granted locally when it may be.
+      const tally = attempt === 0 && candidates.length > 0 ? this.grantLocally(candidates[0]!) : undefined;
+      if (tally !== undefined) return this.localGrant(candidates[0]!, tally, undefined);
+    }
     if (this.away || (chain === undefined && candidates.length === 0)) return withoutSidecar(true);
     const sent = chain === undefined ? candidates : [...dependencies];
     const tierOf = (granted: string): ChainPosition => {
@@ -442,7 +502,11 @@ export class BreakerdClient {
   }
 
   /**
-   * Tells breakerd how a permitted call went. A permit of "0" (fail-open,
+   * Tells breakerd how a permitted call went. A local grant (permit "0",
+   * source LOCAL) reported with its decision as `position` goes into the
+   * next ReportBatch: no RPC, resolves to undefined at once, once per
+   * decision (after close(), or while breakerd is away, it is dropped and
+   * counted in stats().droppedOutcomes). Any other permit of "0" (fail-open,
    * refused) is not sent. Never rejects: failures are counted in
    * stats().reportErrors and logged once per change, and so are reports
    * after close(). A report made while breakerd is away is held, not sent and
@@ -463,7 +527,15 @@ export class BreakerdClient {
     latencyMs?: number,
     position?: ChainPosition,
   ): Promise<ReportResult | undefined> {
-    if (!permit || permit === '0') return undefined;
+    if (!permit || permit === '0') {
+      // A local grant, reported with its decision: into the batch, once.
+      const tally = position === undefined ? undefined : this.localGrants.get(position as Decision);
+      if (tally !== undefined) {
+        this.localGrants.delete(position as Decision);
+        this.batcher!.outcome(tally, outcome, latencyMs ?? NaN, position);
+      }
+      return undefined;
+    }
     if (this.away && !this.closed) {
       this.hold({ dependency, permit, outcome, latencyMs, position });
       return undefined;
@@ -527,8 +599,9 @@ export class BreakerdClient {
   /**
    * Runs `fn` under the breaker: acquire; if refused, throw BreakerOpenError
    * without calling; else run it, measure it, report its classified outcome
-   * exactly once and return its result or rethrow its error (a classifier
-   * that throws: see Classifier). When `options.signal` aborts (during the
+   * exactly once (a local grant's into the next ReportBatch) and return its
+   * result or rethrow its error (a classifier that throws: see
+   * Classifier). When `options.signal` aborts (during the
    * Acquire or the call), rejects at once with its reason; the permit, if
    * any, is reported as the abort (see GuardOptions.signal). After close(),
    * rejects with ClientClosedError without calling.
@@ -536,6 +609,25 @@ export class BreakerdClient {
   async guard<T>(dependency: string, fn: () => T | PromiseLike<T>, options: GuardOptions<T> = {}): Promise<T> {
     this.throwIfClosed('guard');
     const { signal } = options;
+    if (signal === undefined && (options.attempt ?? 0) === 0) {
+      // The fast path: granted locally, the call and its outcome with no
+      // other await, promise or object than the call's own.
+      const tally = this.grantLocally(dependency);
+      if (tally !== undefined) {
+        const started = performance.now();
+        let value: Awaited<T>;
+        try {
+          value = await fn();
+        } catch (error) {
+          this.localOutcome(tally, { ok: false, error }, options.classify, performance.now() - started);
+          throw error;
+        }
+        const latencyMs = performance.now() - started;
+        if (options.classify === undefined) this.batcher!.outcome(tally, Outcome.SUCCESS, latencyMs, undefined);
+        else this.localOutcome(tally, { ok: true, value }, options.classify, latencyMs);
+        return value;
+      }
+    }
     const decision = await this.acquire(dependency, options.attempt ?? 0, { signal });
     if (!decision.allowed) throw new BreakerOpenError(decision);
     const { settled } = await this.runPermitted(decision, fn, options.classify, signal);
@@ -620,7 +712,7 @@ export class BreakerdClient {
 
   /** A snapshot of the counters. */
   stats(): ClientStats {
-    return { ...this.counters };
+    return { ...this.counters, droppedOutcomes: this.batcher?.dropped ?? 0 };
   }
 
   /** True while the Watch stream is established (false when watch is off). */
@@ -654,10 +746,12 @@ export class BreakerdClient {
   }
 
   /**
-   * Ends the Watch stream and the away probe, and closes the channel.
-   * Idempotent. Afterwards acquire, acquireFirst, guard, retry, first and
-   * ready reject with ClientClosedError, and reports are dropped (counted in
-   * reportErrors), as are reports still held from an away spell.
+   * Sends what local decisions have left to send (for at most
+   * decisionTimeoutMs), ends the Watch stream and the away probe, and closes
+   * the channel. Idempotent. Afterwards acquire, acquireFirst, guard, retry,
+   * first and ready reject with ClientClosedError, and reports are dropped
+   * (counted in reportErrors; outcomes of local grants in droppedOutcomes),
+   * as are reports still held from an away spell.
    */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -666,6 +760,7 @@ export class BreakerdClient {
     this.held = [];
     clearTimeout(this.probeTimer);
     this.probeTimer = undefined;
+    await this.batcher?.close(this.decisionTimeoutMs);
     this.stub.close();
     await this.watcher?.close();
     this.sidecarLog.close();
@@ -704,6 +799,56 @@ export class BreakerdClient {
     const result = await this.report(decision.dependency, decision.permit, report, latencyMs, decision);
     if (classifierFailed) throw classifierFailed.error;
     return { settled, report, result };
+  }
+
+  /**
+   * A first attempt granted in the client, if the Watch cache allows it
+   * (client/README.md, "Local decisions"): local decisions on, breakerd not
+   * away, the stream live and its latest event for `dependency` CLOSED,
+   * enforcing, with local_decisions. Counted in the batch; returns the books
+   * the call's outcome goes to.
+   */
+  private grantLocally(dependency: string): Tally | undefined {
+    const batcher = this.batcher;
+    if (batcher === undefined || this.away) return undefined;
+    const entry = this.watcher!.entry(dependency);
+    if (entry === undefined || !entry.grantable) return undefined;
+    let tally = entry.tally;
+    if (tally === undefined) entry.tally = tally = new Tally(dependency, entry.generation.toString());
+    batcher.grant(tally);
+    return tally;
+  }
+
+  /** The Decision of a local grant, remembered until report() is given it. */
+  private localGrant(dependency: string, tally: Tally, position: Position | undefined): Decision {
+    const decision: Decision = {
+      allowed: true, permit: '0', probe: false, state: 'STATE_CLOSED', reason: 'REJECT_REASON_UNSPECIFIED',
+      retryAfterMs: 0, dependency, source: DecisionSource.LOCAL, ...position,
+    };
+    this.localGrants.set(decision, tally);
+    return decision;
+  }
+
+  /**
+   * The classified outcome of a call guard() granted locally, into the
+   * batch; a classifier that throws: the default's outcome, then its error
+   * is rethrown (as runPermitted does).
+   */
+  private localOutcome<T>(tally: Tally, settled: Settled<T>, classify: Classifier<T> | undefined, latencyMs: number): void {
+    let report: OutcomeReport;
+    try {
+      report = classify?.(settled) ?? defaultOutcome(settled);
+    } catch (error) {
+      this.batcher!.outcome(tally, defaultOutcome(settled), latencyMs, undefined);
+      throw error;
+    }
+    this.batcher!.outcome(tally, report, latencyMs, undefined);
+  }
+
+  /** A call refused from the Watch cache: counted, and told to breakerd in the next batch. */
+  private countLocalRefusal(dependency: string): void {
+    this.counters.localRejections++;
+    this.batcher?.refusedLocal(dependency);
   }
 
   /** Use after close() fails at once, before anything is sent or counted. */
@@ -765,6 +910,7 @@ export class BreakerdClient {
     const open = this.failMode === 'open';
     if (open) this.counters.failOpen++;
     else this.counters.failClosed++;
+    this.batcher?.failed(dependency, open);
     return {
       allowed: open, permit: '0', probe: false, state: 'STATE_UNSPECIFIED',
       reason: 'REJECT_REASON_UNSPECIFIED', retryAfterMs: 0, dependency,
@@ -776,6 +922,7 @@ export class BreakerdClient {
   private markAway(err: unknown): void {
     if (this.away) return;
     this.away = true;
+    this.batcher?.pause();
     // Nothing queued waits for a breakerd that is not answering.
     this.window.flush();
     if (!this.sidecarLog.isWrong) {
@@ -795,6 +942,7 @@ export class BreakerdClient {
     this.probeTimer = undefined;
     if (this.sidecarLog.isWrong) this.sidecarLog.right('info', `breakerd: ${this.target} is reachable again (${via} answered)`);
     this.sendHeld();
+    this.batcher?.resume();
   }
 
   /** Holds a report made while away; past MAX_HELD_REPORTS the oldest held one is dropped (counted). */
@@ -848,6 +996,28 @@ export class BreakerdClient {
   private returnPermit(dependency: string, late: { allowed: boolean; permit: string }, position?: ChainPosition): void {
     if (!late.allowed || !late.permit || late.permit === '0') return;
     void this.sendReport(dependency, late.permit, Outcome.CANCELLED, undefined, true, position);
+  }
+
+  /**
+   * One ReportBatch, already encoded (batch-encoding.ts), outside the
+   * window; an answer counts as breakerd answering (AnswerClock).
+   */
+  private sendBatch(request: Buffer, timeoutMs: number): Promise<unknown> {
+    const method = breakerdV1().Breaker.service.ReportBatch;
+    return new Promise((resolve, reject) =>
+      this.stub.makeUnaryRequest(
+        method.path,
+        (bytes: Buffer) => bytes,
+        method.responseDeserialize,
+        request,
+        { deadline: Date.now() + timeoutMs },
+        (err, res) => {
+          if (err) return reject(err);
+          this.answers.answered();
+          resolve(res);
+        },
+      ),
+    );
   }
 
   /** One RPC through the window, its timeout running from when it is written (unary.ts). */

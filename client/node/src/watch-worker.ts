@@ -39,7 +39,7 @@ function run(data: WatchWorkerData, port: NonNullable<typeof parentPort>): void 
         type: 'change',
         change: {
           dependency: c.dependency, state: c.state, mode: c.mode, generation: c.generation,
-          retryAfterMs: durationToMs(c.retry_after),
+          retryAfterMs: durationToMs(c.retry_after), localDecisions: c.local_decisions, reason: c.reason,
         },
       }),
     );

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { StateName } from './decision';
-import { StateCache, type LocalRefusal } from './state-cache';
+import { StateCache, type CacheEntry, type LocalRefusal } from './state-cache';
 import type { WatchEvent, WatchWorkerData } from './watch-worker';
 
 export interface WatcherHooks {
@@ -20,8 +20,8 @@ const WORKER_RESTART_MS = 1000;
 
 /**
  * Keeps one Watch stream (in an unref()ed worker thread) and the cache
- * dependency -> (state, mode, generation, open_until). Cleared whenever the
- * stream is down.
+ * dependency -> (state, mode, generation, open_until, local_decisions).
+ * Cleared whenever the stream is down.
  */
 export class Watcher {
   private readonly cache = new StateCache();
@@ -45,6 +45,15 @@ export class Watcher {
   /** The cached state of a dependency, if the stream has told one. */
   state(dependency: string): StateName | undefined {
     return this.cache.state(dependency);
+  }
+
+  /**
+   * The cache's entry for `dependency` while the stream is live (it has
+   * delivered something and not ended since: the cache is cleared when it
+   * ends), else undefined.
+   */
+  entry(dependency: string): CacheEntry | undefined {
+    return this.up ? this.cache.entry(dependency) : undefined;
   }
 
   /** A refusal while the cache says FORCED_OPEN, or OPEN with cooldown left, and the breaker enforces. */

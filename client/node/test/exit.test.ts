@@ -1,4 +1,5 @@
-// Neither the Watch stream nor the away probe keeps a process alive on its own.
+// Neither the Watch stream, nor the away probe, nor the flush of local
+// decisions keeps a process alive on its own.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as path from 'node:path';
@@ -42,6 +43,27 @@ describe('process lifetime', () => {
         console.log('watching', d.source);
       }, 10);`;
     assert.match(await runToExit(script), /watching SIDECAR/);
+  });
+
+  it('lets the process exit with local decisions still to send, without close()', async () => {
+    // local/* allows local decisions: the last outcomes wait for the flush timer, which is unref()ed.
+    const script = `
+      const { BreakerdClient } = require(${JSON.stringify(index)});
+      const client = new BreakerdClient({ target: ${JSON.stringify(bd.grpcAddr)}, decisionTimeoutMs: 2000, logger: null });
+      const poll = setInterval(async () => {
+        if (!client.watching) return;
+        clearInterval(poll);
+        await client.guard('local/exit', async () => {});
+        for (;;) {
+          const d = await client.acquire('local/exit');
+          await client.report(d.dependency, d.permit, { outcome: 'OUTCOME_SUCCESS' }, 1, d);
+          if (d.source === 'LOCAL') break;
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+        for (let i = 0; i < 10; i++) await client.guard('local/exit', async () => {});
+        console.log('granted locally');
+      }, 10);`;
+    assert.match(await runToExit(script), /granted/);
   });
 
   it('lets the process exit while breakerd is away and probed, without close()', async () => {

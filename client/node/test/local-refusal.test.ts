@@ -21,7 +21,7 @@ describe('local refusal from the Watch cache', () => {
   });
 
   it('refuses locally, with no RPC, a breaker another client tripped', async () => {
-    const dep = 'local/tripped';
+    const dep = 'refusal/tripped';
     for (let i = 0; i < 3; i++) {
       await assert.rejects(tripper.guard(dep, () => Promise.reject(httpError(503))));
     }
@@ -51,7 +51,7 @@ describe('local refusal from the Watch cache', () => {
   });
 
   it('refuses a forced-open breaker locally and asks again once it is closed', async () => {
-    const dep = 'local/forced';
+    const dep = 'refusal/forced';
     await bd.admin('ForceOpen', dep);
     await waitFor('the FORCED_OPEN event', () => watcher.cachedState(dep) === 'STATE_FORCED_OPEN');
     const d = await watcher.acquire(dep);
@@ -66,7 +66,7 @@ describe('local refusal from the Watch cache', () => {
   });
 
   it('drops locally refused dependencies before AcquireFirst', async () => {
-    const [open, free] = ['local/first-open', 'local/first-free'];
+    const [open, free] = ['refusal/first-open', 'refusal/first-free'];
     await bd.admin('ForceOpen', open);
     await waitFor('the FORCED_OPEN event', () => watcher.cachedState(open) === 'STATE_FORCED_OPEN');
     const acquiresBefore = await bd.acquires(open);

@@ -17,6 +17,7 @@ import pytest
 from conftest import Breakerd, unique
 
 SCRIPT = Path(__file__).resolve().parent / "forked_workers.py"
+LOCAL_SCRIPT = Path(__file__).resolve().parent / "forked_local.py"
 WORKERS = 8
 
 
@@ -62,6 +63,38 @@ def test_without_grpc_fork_support_children_refuse_clearly(breakerd: Breakerd) -
     assert result["children"] == [refused_clearly] * WORKERS, err
     assert err.count("GRPC_ENABLE_FORK_SUPPORT=1") == WORKERS
     assert result["master"] == ["SIDECAR", "SIDECAR"]
+
+
+def test_forked_children_batch_under_their_own_id_and_never_resend_the_parents(
+    breakerd: Breakerd,
+) -> None:
+    dep, workers, calls = unique("local/fork"), 2, 50
+    env = dict(os.environ, GRPC_ENABLE_FORK_SUPPORT="1")
+    proc = subprocess.run(
+        [sys.executable, str(LOCAL_SCRIPT), breakerd.grpc_addr, dep, str(workers), str(calls)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=90,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result["statuses"] == [0] * workers, proc.stderr
+    master, children = result["master"], result["children"]
+    assert master["queued"] == calls + 1  # unsent at the fork (the first local grant too)
+    ids = [master["client_id"]] + [c["client_id"] for c in children]
+    assert len(set(ids)) == len(ids)
+    for who in [master, *children]:
+        assert who["client_id"].startswith(f"python-{who['pid']}-")
+    assert result["master_dropped"] == 0 and all(c["dropped"] == 0 for c in children)
+    # Each call's outcome counted once: a child that sent what it inherited
+    # of its parent's batch would count the parent's calls again.
+    child_calls = sum(sum(c["sources"].values()) for c in children)
+    assert child_calls == workers * calls
+    assert breakerd.reports(dep, "success", "counted_success") == (
+        result["master_successes"] + child_calls
+    )
+    local = calls + 1 + sum(c["sources"].get("LOCAL", 0) for c in children)
+    assert breakerd.metric("breakerd_acquire_total", dependency=dep, decision="allowed_local") == (
+        local
+    )
 
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

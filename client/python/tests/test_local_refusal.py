@@ -14,7 +14,7 @@ from breakerd._proto import breaker_pb2 as pb
 def test_breaker_opened_by_one_client_is_refused_locally_by_another(
     breakerd: Breakerd, make_client: MakeClient
 ) -> None:
-    dep = unique("local/tripped")
+    dep = unique("refusal/tripped")
     tripper = make_client(breakerd, watch=False)
     watcher = make_client(breakerd)
     trip(tripper, dep)
@@ -46,7 +46,7 @@ def test_breaker_opened_by_one_client_is_refused_locally_by_another(
 def test_forced_open_is_refused_locally_until_forced_closed(
     breakerd: Breakerd, make_client: MakeClient
 ) -> None:
-    dep = unique("local/forced")
+    dep = unique("refusal/forced")
     client = make_client(breakerd)
     breakerd.force_open(dep)
     wait_for(lambda: client.cached_state(dep) == State.FORCED_OPEN, 10, "FORCED_OPEN event")

@@ -42,5 +42,8 @@ def test_watch_reconnects_after_breakerd_restarts(
     own_breakerd.force_open(after)
     wait_for(lambda: client.cached_state(after) == State.FORCED_OPEN, 10, "event after restart")
     assert client.acquire(after).source == Source.LOCAL
-    assert client.cached_state(before) is None  # the new breakerd never had it
+    # Nothing of the old breakerd's FORCED_OPEN is left. (The new breakerd
+    # may hold `before` CLOSED: the client's batch told it of the fail-open
+    # decision above, which creates the breaker that counts it.)
+    assert client.cached_state(before) in (None, State.CLOSED)
     wait_for(lambda: client.acquire(before).source == Source.SIDECAR, 10, "sidecar answers")

@@ -29,7 +29,11 @@
 // brings then is reported OutcomeKind::kCancelled, not leaked. With
 // `watch` on, one Watch stream per Client keeps a cache of open breakers so
 // calls to a dependency known to be open are refused locally, without an RPC
-// (never for a breaker in shadow mode, which breakerd always allows). At most
+// (never for a breaker in shadow mode, which breakerd always allows), and,
+// with `local_decisions` (the default), first attempts on a breaker whose
+// latest event allows it (closed, enforced, not ramping) are granted in
+// the process, with no RPC: their outcomes go to breakerd in batches
+// (ReportBatch) every `flush_interval`. At most
 // 32 Acquire, AcquireFirst and Report RPCs are on the wire at once; callers
 // beyond that wait their turn, and each RPC's deadline runs from when it is
 // sent, so a burst of calls measures breakerd, not the burst.
@@ -65,7 +69,8 @@ enum class FailMode {
 // Who made a decision.
 enum class DecisionSource {
   kSidecar,     // breakerd answered
-  kLocal,       // refused from the Watch cache, no RPC
+  kLocal,       // decided in the client from the Watch cache, no RPC: a
+                // refusal, or a first attempt granted (local decisions)
   kFailOpen,    // breakerd unreachable, too slow or away; allowed, permit 0
   kFailClosed,  // breakerd unreachable, too slow or away; refused
 };
@@ -192,6 +197,19 @@ struct ClientOptions {
   // Keep one Watch stream and refuse locally while a breaker is open (and
   // not in shadow mode). Default true.
   bool watch = true;
+  // With `watch`: grant first attempts in the process, with no RPC, while
+  // the Watch stream is live, breakerd is not marked away and the
+  // dependency's latest event says CLOSED with local_decisions (breakerd's
+  // policy allows it; never half-open, forced, ramping or shadow), and send
+  // their outcomes, the local refusals and the fail-open / fail-closed
+  // decisions to breakerd in batches (ReportBatch). Retries, and everything
+  // else, ask breakerd as before. Off: every decision asks breakerd and no
+  // batch is sent. Default true.
+  bool local_decisions = true;
+  // With local_decisions: how long what was decided locally waits before a
+  // batch goes (a batch goes at once at 1,000 outcomes). Default 5 ms; must
+  // be positive.
+  absl::Duration flush_interval = absl::Milliseconds(5);
   // Watch reconnect backoff: full jitter, doubling from initial to max.
   // Defaults 100 ms and 5 s; 0 < initial <= max.
   absl::Duration watch_backoff_initial = absl::Milliseconds(100);
@@ -242,6 +260,10 @@ struct Decision {
   // Permit's Report sends with the outcome. Else empty and 0.
   std::string chain;
   uint32_t tier = 0;
+  // For a first attempt granted locally (source kLocal, allowed): the
+  // generation of the Watch event it was decided on, which its outcome is
+  // batched with. Else 0.
+  uint64_t generation = 0;
 };
 
 // Counters since the Client was created.
@@ -250,7 +272,8 @@ struct ClientStats {
   // AcquireFirst RPC failed, or made at once while breakerd is away.
   uint64_t fail_open = 0;
   uint64_t fail_closed = 0;
-  // Decisions with source kLocal (refused from the Watch cache).
+  // Refusals with source kLocal (refused from the Watch cache; local grants
+  // are not counted here).
   uint64_t local_rejections = 0;
   // Reports that failed, were made after Close, or were held while
   // breakerd was away and dropped (past 1,024 held, or at Close).
@@ -260,6 +283,11 @@ struct ClientStats {
   // The fail_open / fail_closed decisions made while breakerd is away, with
   // no RPC attempted (a subset of those two counters).
   uint64_t away_decisions = 0;
+  // Outcomes of locally granted calls that never reached breakerd: made
+  // while breakerd was away, past 10,000 held unacknowledged, in a batch
+  // dropped after its third failed send, reported after Close, or left at
+  // Close.
+  uint64_t dropped_outcomes = 0;
 };
 
 // `status` carrying the outcome to report for it, which Outcome::FromStatus
@@ -279,6 +307,10 @@ bool IsBreakerOpen(const absl::Status& status);
 std::optional<Decision> RefusalOf(const absl::Status& status);
 
 class Client;
+
+namespace internal {
+struct LocalSlot;
+}  // namespace internal
 
 // One allowed (or refused) Acquire. Movable, not copyable. An allowed
 // permit is reported exactly once: by Report(), or by the destructor with
@@ -303,15 +335,26 @@ class Permit {
   // is back (Client::Report): OK with an empty ReportResult (kUnspecified). A
   // permit that was not allowed, or is already reported, or came from fail-open
   // (permit 0), sends nothing and returns OK with an empty ReportResult.
+  // A local grant (source kLocal, allowed) sends no RPC: the outcome is
+  // queued for the next batch and Report returns at once, OK with an empty
+  // ReportResult (state and effect kUnspecified: breakerd applies it later);
+  // dropped instead (counted in dropped_outcomes, still OK) while breakerd is
+  // away or 10,000 outcomes wait; FAILED_PRECONDITION after Close (counted
+  // in dropped_outcomes); INVALID_ARGUMENT, counted in report_errors, for an
+  // outcome breakerd would refuse (no outcome, HTTP status or gRPC code; an
+  // HTTP status outside 100-599, a gRPC code outside 0-16).
   absl::StatusOr<ReportResult> Report(
       const Outcome& outcome, std::optional<absl::Duration> latency = {});
 
  private:
   friend class Client;
-  Permit(Client* client, Decision decision);
+  Permit(Client* client, Decision decision,
+         std::shared_ptr<internal::LocalSlot> local = nullptr);
 
   Client* client_ = nullptr;
   Decision decision_;
+  // A local grant's slot, until reported.
+  std::shared_ptr<internal::LocalSlot> local_;
   // Monotonic, for the reported latency.
   absl::Duration acquired_at_;
   bool reported_ = false;
@@ -365,8 +408,10 @@ class Client {
   // Ends the Watch stream and any health check in flight, waits for the
   // Acquire and AcquireFirst RPCs still open (a late one: at most
   // decision_timeout + 1 s after it was sent) and reports the permits they
-  // bring OutcomeKind::kCancelled, joins the client's threads and drops a log
-  // line held back by the rate limit.
+  // bring OutcomeKind::kCancelled, sends what was decided locally and not
+  // yet sent (within 10 x decision_timeout; the rest is dropped, its
+  // outcomes counted in dropped_outcomes), joins the client's threads and
+  // drops a log line held back by the rate limit.
   // From then on Acquire, AcquireFirst, Do, Retry and First fail at once
   // with FAILED_PRECONDITION "breakerd client is closed" (no RPC, nothing
   // counted as fail_open), callers waiting for a place in the send window
@@ -384,22 +429,28 @@ class Client {
   // client is closed. Waits for a place among the 32 RPCs on the wire
   // (while breakerd answers), then never longer than decision_timeout.
   // Without an RPC: refused (kLocal) while the Watch cache holds the
-  // breaker open, else kFailOpen / kFailClosed at once while breakerd is
-  // away (also for callers still waiting for a place when it is marked
-  // away). An RPC failing with DEADLINE_EXCEEDED or UNAVAILABLE marks
-  // breakerd away, except a DEADLINE_EXCEEDED while breakerd answered other
-  // RPCs of this client after it was sent (late, not away: only this
-  // decision fails open). The RPC the caller stopped waiting for stays open
-  // 1 s more: a permit breakerd grants then is reported kCancelled
-  // by a thread of the client's (even while breakerd is marked away), not
-  // leaked (a lost probe permit would refuse the dependency
-  // kProbeInFlight for its whole lease).
+  // breaker open; a first attempt granted (kLocal, permit 0, state
+  // kClosed, its generation) with local_decisions while the cache allows
+  // it and breakerd is not away (report it with Permit::Report); else
+  // kFailOpen / kFailClosed at once while breakerd is away (also for
+  // callers still waiting for a place when it is marked away). An RPC failing
+  // with DEADLINE_EXCEEDED or UNAVAILABLE marks breakerd away, except a
+  // DEADLINE_EXCEEDED while breakerd answered other RPCs of this client after
+  // it was sent (late, not away: only this decision fails open). The RPC the
+  // caller stopped waiting for stays open 1 s more: a permit breakerd grants
+  // then is reported kCancelled by a thread of the client's (even while
+  // breakerd is marked away), not leaked (a lost probe permit would refuse the
+  // dependency kProbeInFlight for its whole lease).
   absl::StatusOr<Permit> Acquire(absl::string_view dependency,
                                  uint32_t attempt = 0);
 
   // A fallback chain in one round trip: the first of `dependencies` that
   // breakerd allows (decision().dependency says which). Dependencies known
-  // to be open locally are left out; with none left, refused locally. Away,
+  // to be open locally are left out; with none left, refused locally. A
+  // first attempt (attempt 0) with local_decisions is granted locally, with
+  // no RPC, when the cache allows the first dependency left (with
+  // options.chain: only the first dependency passed, with its tier; the
+  // chain's decision is batched for breakerd to count). Away,
   // fail-open and a late permit as Acquire (a fail-open decision names the
   // first dependency left). With options.chain, breakerd counts the
   // decision, and every dependency is sent to it (see FirstOptions); a
@@ -447,6 +498,8 @@ class Client {
                      const FirstOptions& options = {});
 
   // Reports a permit obtained elsewhere (two-step use across threads).
+  // Permit 0 (fail-open, or a local grant: report that one through its
+  // Permit) sends nothing and returns OK with an empty ReportResult.
   // Waits for a place among the RPCs on the wire as Acquire. Made while
   // breakerd is away, the Report is held (not an error, not counted: OK
   // with an empty ReportResult) and sent by a thread of the client's, reports
@@ -479,9 +532,14 @@ class Client {
   friend class Permit;
   explicit Client(std::unique_ptr<Impl> impl);
 
-  // Runs fn under the allowed `permit` and reports it exactly once (see
-  // Do); sets *outcome to what was reported.
-  absl::Status RunGranted(Permit& permit, absl::FunctionRef<absl::Status()> fn,
+  // Acquire past the Watch cache: the away decision, or breakerd's.
+  absl::StatusOr<Permit> AcquireFromSidecar(absl::string_view dependency,
+                                            uint32_t attempt);
+
+  // Runs fn and calls `report` exactly once with its outcome (see Do); sets
+  // *outcome to what was reported.
+  absl::Status RunGranted(absl::FunctionRef<absl::Status()> fn,
+                          absl::FunctionRef<void(const Outcome&)> report,
                           Outcome* outcome);
 
   std::unique_ptr<Impl> impl_;

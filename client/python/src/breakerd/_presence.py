@@ -57,6 +57,10 @@ class SidecarPresence:
         self._episode: Optional[threading.Event] = None
         self._thread: Optional[threading.Thread] = None
         self._closed = False
+        self.away = False
+        """Decide without breakerd: no Acquire, AcquireFirst or Report RPC.
+        Written with _episode, under _lock; read without it (a plain
+        attribute, for the callers' fast path)."""
         # When breakerd last answered an RPC of this client (self.clock()).
         # Guarded by _answer_lock; read without it (a float is read whole).
         self._answer_lock = threading.Lock()
@@ -65,11 +69,6 @@ class SidecarPresence:
         # never copies a check in flight.
         self._checking = threading.Lock()
         self._paused = False  # pause() holds _checking; only the forking thread reads it
-
-    @property
-    def away(self) -> bool:
-        """Decide without breakerd: no Acquire, AcquireFirst or Report RPC."""
-        return self._episode is not None
 
     def failed(self, detail: str, away: bool) -> None:
         """A decision RPC failed; ``away``: breakerd is unavailable, or the
@@ -80,6 +79,7 @@ class SidecarPresence:
             was_failing, self._failing = self._failing, True
             if away and self._episode is None:
                 self._episode = threading.Event()
+                self.away = True
                 self._thread = threading.Thread(
                     target=self._probe_until_back,
                     args=(self._episode,),
@@ -146,6 +146,7 @@ class SidecarPresence:
                 return  # already back, or a stale probe of an earlier episode
             self._episode.set()
             self._episode = None
+            self.away = False
             self._thread = None
             self._failing = False
             self._changes.change(

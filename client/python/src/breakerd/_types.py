@@ -39,7 +39,9 @@ class Source(enum.Enum):
     SIDECAR = "sidecar"
     """breakerd answered."""
     LOCAL = "local"
-    """Refused from the Watch cache, with no RPC."""
+    """Decided in the client from the Watch cache, with no RPC: refused (the
+    cache holds the breaker open), or granted (local decisions: a first
+    attempt on a closed breaker whose policy allows them)."""
     FAIL_OPEN = "fail_open"
     """breakerd unreachable, too slow or away; allowed (``fail_mode="open"``), permit 0."""
     FAIL_CLOSED = "fail_closed"
@@ -74,6 +76,10 @@ class Decision:
         tier: with ``chain``, the granted dependency's position in the
             caller's full chain (``first_tier`` + its index in the list
             asked about); 0 otherwise.
+        generation: for a local grant (``allowed`` with source LOCAL), the
+            generation of the Watch event it was decided on, which its
+            outcome goes to breakerd with; 0 otherwise. Report a local
+            grant with ``client.report(..., decision=d)``.
     """
 
     allowed: bool
@@ -86,6 +92,13 @@ class Decision:
     retry_after: float = 0.0
     chain: Optional[str] = None
     tier: int = 0
+    generation: int = 0
+
+    @property
+    def local_grant(self) -> bool:
+        """Granted in the client (local decisions): its outcome goes to
+        breakerd in a batch, not in a Report RPC (there is no permit)."""
+        return self.allowed and self.source is Source.LOCAL
 
 
 @dataclass(frozen=True)
@@ -100,6 +113,10 @@ class Stats:
         watch_reconnects: times the Watch stream was opened again after it ended.
         away_decisions: decisions made with no RPC while breakerd was away
             (also counted in ``fail_open`` or ``fail_closed``).
+        dropped_outcomes: outcomes of locally granted calls that never
+            reached breakerd: past the 10,000 not yet acknowledged, made
+            while breakerd was away or after close, or in a batch request
+            that failed three times.
     """
 
     fail_open: int = 0
@@ -108,6 +125,7 @@ class Stats:
     report_errors: int = 0
     watch_reconnects: int = 0
     away_decisions: int = 0
+    dropped_outcomes: int = 0
 
 
 class BreakerOpenError(Exception):

@@ -19,6 +19,7 @@
 #ifndef BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_INTERNAL_SIDECAR_PRESENCE_H_
 #define BREAKERD_CLIENT_CPP_INCLUDE_BREAKERD_INTERNAL_SIDECAR_PRESENCE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -66,8 +67,9 @@ class SidecarPresence {
   SidecarPresence(const SidecarPresence&) = delete;
   SidecarPresence& operator=(const SidecarPresence&) = delete;
 
-  // True from MarkAway until the probe succeeds or MarkPresent.
-  bool away() const ABSL_LOCKS_EXCLUDED(mu_);
+  // True from MarkAway until the probe succeeds or MarkPresent. Lock-free:
+  // every decision reads it.
+  bool away() const { return away_flag_.load(std::memory_order_acquire); }
 
   // An Acquire or AcquireFirst RPC failed with `status` (DEADLINE_EXCEEDED
   // or UNAVAILABLE). Logs and wakes the probe if breakerd was present.
@@ -97,6 +99,8 @@ class SidecarPresence {
   // Signalled when away_ or stopping_ changes.
   absl::CondVar changed_;
   bool away_ ABSL_GUARDED_BY(mu_) = false;
+  // away_, for readers that take no lock; written with it.
+  std::atomic<bool> away_flag_{false};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // The health check in flight, for Stop to cancel.
   grpc::ClientContext* probe_context_ ABSL_GUARDED_BY(mu_) = nullptr;

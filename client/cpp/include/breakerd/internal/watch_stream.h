@@ -2,9 +2,10 @@
 // breakerd/client.h).
 //
 // WatchStream: the client's one Watch stream (every dependency) and the
-// WatchCache it feeds (client/README.md, "Local refusal"). A thread of its
-// own reads the stream into the cache; when the stream ends or fails, the
-// cache is cleared at once (every decision goes to breakerd) and the stream
+// WatchCache it feeds (client/README.md, "Local refusal", "Local
+// decisions"). A thread of its own reads the stream into the cache; when
+// the stream ends or fails, the cache is cleared at once (every decision
+// goes to breakerd: no local grant without a live stream) and the stream
 // is started again after a full-jitter backoff, doubling from
 // backoff_initial to backoff_max, and back to backoff_initial after a
 // stream that was live. The stream is live once breakerd's headers say it
@@ -26,6 +27,7 @@
 #include "absl/time/time.h"
 #include "breakerd/client.h"
 #include "breakerd/internal/clock.h"
+#include "breakerd/internal/fast_mutex.h"
 #include "breakerd/internal/watch_cache.h"
 #include "breakerd/v1/breaker.grpc.pb.h"
 #include "grpcpp/client_context.h"
@@ -62,13 +64,14 @@ class WatchStream {
   // Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The local refusal for `dependency` now (WatchCache::Refusal).
-  std::optional<Decision> Refusal(absl::string_view dependency) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // The cache's decision for `dependency` now (WatchCache::Decide): one
+  // lookup under a shared lock, the clock read only for an open breaker.
+  CacheVerdict Decide(absl::string_view dependency, bool may_grant) const
+      ABSL_LOCKS_EXCLUDED(cache_mu_);
   // The state the cache holds for `dependency` (nullopt: unknown, or the
   // stream is down).
   std::optional<State> CachedState(absl::string_view dependency) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(cache_mu_);
   // True while the stream is live.
   bool connected() const ABSL_LOCKS_EXCLUDED(mu_);
   // Times the stream ended and was started again.
@@ -78,7 +81,7 @@ class WatchStream {
 
  private:
   // One stream at a time until Stop.
-  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_, cache_mu_);
 
   // Constant after construction.
   const Options options_;
@@ -90,7 +93,10 @@ class WatchStream {
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   // The stream's context, for Stop to cancel it.
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
-  WatchCache cache_ ABSL_GUARDED_BY(mu_);
+  // Read by every decision, written by the stream's thread: a lock of its
+  // own, cheap to share (fast_mutex.h).
+  mutable ShardedSharedMutex cache_mu_;
+  WatchCache cache_ ABSL_GUARDED_BY(cache_mu_);
   std::thread thread_;
 };
 

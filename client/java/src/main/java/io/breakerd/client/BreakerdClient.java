@@ -8,6 +8,8 @@ import io.breakerd.v1.AcquireResponse;
 import io.breakerd.v1.BreakerGrpc;
 import io.breakerd.v1.BreakerStatus;
 import io.breakerd.v1.GetStateRequest;
+import io.breakerd.v1.ReportBatchRequest;
+import io.breakerd.v1.ReportBatchResponse;
 import io.breakerd.v1.ReportRequest;
 import io.grpc.ConnectivityState;
 import io.grpc.Grpc;
@@ -108,6 +110,15 @@ import java.util.concurrent.atomic.LongAdder;
  * stays open until {@value UnarySender#LATE_ANSWER_SECONDS} s past its timeout), and a
  * permit it brings is reported {@link Outcome.Kind#CANCELLED}.
  *
+ * <p>Local decisions (option {@code localDecisions}, default on, with
+ * {@code watch}): a first attempt is granted in the client, with no RPC, while
+ * the Watch cache says the breaker is CLOSED, breakerd allows local decisions
+ * for it and is not away (a {@link Decision.Source#LOCAL} grant, permit 0).
+ * What happened (grants, outcomes, chain decisions, local refusals and
+ * fail-open / fail-closed decisions) goes to breakerd in ReportBatch requests
+ * every flush interval while there is something to send; outcomes that cannot
+ * be sent are counted in {@link Stats#droppedOutcomes()}, never waited for.
+ *
  * <p>After {@link #close()} every decision, guard and {@link #awaitReady} throws
  * {@link ClientClosedException} at once, without an RPC.
  */
@@ -121,6 +132,12 @@ public final class BreakerdClient implements AutoCloseable {
 
   /** The default time between health probes while breakerd is away: 100 ms. */
   public static final Duration DEFAULT_AWAY_PROBE_INTERVAL = Duration.ofMillis(100);
+
+  /** How often local decisions are sent to breakerd by default, while there are some: 5 ms. */
+  public static final Duration DEFAULT_FLUSH_INTERVAL = Duration.ofMillis(5);
+
+  /** A ReportBatch's deadline, in decision timeouts. */
+  private static final int BATCH_DEADLINE_TIMEOUTS = 10;
 
   /** How often {@link #awaitReady} looks at the connection while it waits. */
   private static final long READY_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
@@ -146,6 +163,9 @@ public final class BreakerdClient implements AutoCloseable {
   /** Watch reconnects, away probes, log lines (and RPC timeouts if the transport is not Netty). */
   private final ScheduledThreadPoolExecutor scheduler;
   private final WatchCache watch; // null when watch is off
+  /** Local decisions on their way to breakerd; null when local decisions (or watch) are off. */
+  private final LocalBatches batches;
+  private final BreakerGrpc.BreakerStub batchStub;
   /** At most {@value SendWindow#LIMIT} Acquire, AcquireFirst and Report RPCs on the wire. */
   private final SendWindow window = new SendWindow(SendWindow.LIMIT);
   /** Reports made while breakerd is away: sent once it is back. */
@@ -196,9 +216,16 @@ public final class BreakerdClient implements AutoCloseable {
     this.health = HealthGrpc.newStub(channel);
     this.sidecarLog = newChangeLog();
     this.reportLog = newChangeLog();
+    this.batchStub = BreakerGrpc.newStub(channel).withExecutor(Runnable::run);
+    boolean local = b.watch && b.localDecisions;
+    this.batches = local
+        ? new LocalBatches(LocalBatches.newClientId(), b.flushInterval,
+            b.decisionTimeout.multipliedBy(BATCH_DEADLINE_TIMEOUTS), this::sendBatch,
+            this::schedule, away::get, newChangeLog())
+        : null;
     if (b.watch) {
       this.watch = new WatchCache(channel, scheduler, b.watchBackoffBase, b.watchBackoffMax,
-          watchReconnects, target, this::watchDelivered, newChangeLog());
+          watchReconnects, target, this::watchDelivered, newChangeLog(), local);
       watch.start();
     } else {
       this.watch = null;
@@ -280,7 +307,10 @@ public final class BreakerdClient implements AutoCloseable {
   /**
    * Asks whether {@code dependency} may be called now (a first try). Waits for
    * breakerd's answer whatever the thread's interrupt flag (which is kept), so
-   * a cancelled task still gets its decision and can report its permit.
+   * a cancelled task still gets its decision and can report its permit. With
+   * local decisions, a breaker the Watch cache holds CLOSED (and breakerd lets
+   * the client decide) is granted at once, without an RPC: report it through
+   * the permit as any other; its outcome goes into the next batch.
    *
    * @return a permit to report through (use try-with-resources)
    * @throws BreakerOpenException if the call is refused; do not make it
@@ -297,6 +327,10 @@ public final class BreakerdClient implements AutoCloseable {
    * refused while the breaker is not closed).
    */
   public Permit acquire(String dependency, int attempt) {
+    LocalBatches.Ledger local = localGrant(dependency, attempt, false);
+    if (local != null) {
+      return new Permit(this, local.decision, null, local);
+    }
     Decision d = uninterruptibly(() -> decide(dependency, attempt, false));
     if (!d.allowed()) {
       throw new BreakerOpenException(d);
@@ -314,6 +348,10 @@ public final class BreakerdClient implements AutoCloseable {
    * @throws ClientClosedException if the client is closed
    */
   public Permit acquireFirst(List<String> dependencies) {
+    LocalBatches.Ledger local = localFirst(dependencies, null, 0, false);
+    if (local != null) {
+      return new Permit(this, local.decision, null, local);
+    }
     Decision d = uninterruptibly(() -> decideFirst(dependencies, 0, false, null, 0));
     if (!d.allowed()) {
       throw new BreakerOpenException(d);
@@ -344,11 +382,13 @@ public final class BreakerdClient implements AutoCloseable {
       throw new IllegalArgumentException("firstTier must be >= 0, got " + firstTier);
     }
     List<String> sent = List.copyOf(dependencies);
-    Decision d = uninterruptibly(() -> decideFirst(sent, 0, false, chain, firstTier));
+    LocalBatches.Ledger local = localFirst(sent, chain, firstTier, false);
+    Decision d = local != null ? local.decision
+        : uninterruptibly(() -> decideFirst(sent, 0, false, chain, firstTier));
     if (!d.allowed()) {
       throw new BreakerOpenException(d);
     }
-    return new Permit(this, d, chainTier(chain, firstTier, sent, d.dependency()));
+    return new Permit(this, d, chainTier(chain, firstTier, sent, d.dependency()), local);
   }
 
   /**
@@ -374,11 +414,12 @@ public final class BreakerdClient implements AutoCloseable {
       throws Exception {
     Objects.requireNonNull(call, "call");
     Objects.requireNonNull(classifier, "classifier");
-    Decision d = decide(dependency, 0, true);
+    LocalBatches.Ledger local = localGrant(dependency, 0, true);
+    Decision d = local != null ? local.decision : decide(dependency, 0, true);
     if (!d.allowed()) {
       throw new BreakerOpenException(d);
     }
-    try (Permit permit = new Permit(this, d)) {
+    try (Permit permit = new Permit(this, d, null, local)) {
       return run(permit, call, classifier).get();
     }
   }
@@ -411,11 +452,12 @@ public final class BreakerdClient implements AutoCloseable {
       if (attempt > 0) {
         TimeUnit.NANOSECONDS.sleep(policy.backoff(attempt).toNanos());
       }
-      Decision d = decide(dependency, attempt, true);
+      LocalBatches.Ledger local = localGrant(dependency, attempt, true);
+      Decision d = local != null ? local.decision : decide(dependency, attempt, true);
       if (!d.allowed()) {
         throw refused(d, last);
       }
-      try (Permit permit = new Permit(this, d)) {
+      try (Permit permit = new Permit(this, d, null, local)) {
         last = run(permit, call, classifier);
       }
       if (!last.worthAnotherTry()) {
@@ -495,12 +537,15 @@ public final class BreakerdClient implements AutoCloseable {
     int firstTier = 0; // where the remaining dependencies start in all
     while (firstTier < all.size()) {
       List<String> remaining = all.subList(firstTier, all.size());
-      Decision d = decideFirst(remaining, 0, true, chain, firstTier);
+      LocalBatches.Ledger local = localFirst(remaining, chain, firstTier, true);
+      Decision d = local != null ? local.decision
+          : decideFirst(remaining, 0, true, chain, firstTier);
       if (!d.allowed()) {
         throw refused(d, last);
       }
       String granted = d.dependency();
-      try (Permit permit = new Permit(this, d, chainTier(chain, firstTier, remaining, granted))) {
+      try (Permit permit =
+          new Permit(this, d, chainTier(chain, firstTier, remaining, granted), local)) {
         last = run(permit, () -> call.call(granted), classifier);
       }
       int index = remaining.indexOf(granted);
@@ -532,6 +577,11 @@ public final class BreakerdClient implements AutoCloseable {
     return watch == null ? Optional.empty() : watch.state(dependency);
   }
 
+  /** Whether breakerd is marked away now (for tests). */
+  boolean isAway() {
+    return away.get();
+  }
+
   /** A snapshot of this client's counters. */
   public Stats stats() {
     return new Stats(
@@ -540,11 +590,14 @@ public final class BreakerdClient implements AutoCloseable {
         localRejections.sum(),
         reportErrors.sum(),
         watchReconnects.sum(),
-        awayDecisions.sum());
+        awayDecisions.sum(),
+        batches == null ? 0 : batches.dropped());
   }
 
   /**
-   * Ends the Watch stream, the away probes and the channel. Idempotent. From
+   * Sends the local decisions not yet sent (waiting at most the decision
+   * timeout; what is left is counted in {@link Stats#droppedOutcomes()}), then
+   * ends the Watch stream, the away probes and the channel. Idempotent. From
    * now on decisions, guards and {@link #awaitReady} throw
    * {@link ClientClosedException}; Reports of permits still out, and Reports
    * held while breakerd was away, are not sent (counted in
@@ -557,6 +610,9 @@ public final class BreakerdClient implements AutoCloseable {
     }
     window.flush(); // callers still queued: closed; queued Reports: counted
     dropHeld(); // Reports held while breakerd was away: counted
+    if (batches != null) {
+      batches.close(timeoutNanos); // the last local decisions, within the decision timeout
+    }
     if (watch != null) {
       watch.close();
     }
@@ -595,6 +651,9 @@ public final class BreakerdClient implements AutoCloseable {
     Decision local = watch == null ? null : watch.refusal(dependency);
     if (local != null) {
       localRejections.increment();
+      if (batches != null) {
+        batches.refusedLocal(dependency);
+      }
       return local;
     }
     if (away.get()) {
@@ -630,6 +689,69 @@ public final class BreakerdClient implements AutoCloseable {
   }
 
   /**
+   * A first attempt granted in the client (the Watch cache says CLOSED with
+   * local decisions on), counted for the next batch; null when the decision
+   * is not the client's to make: local decisions off, a retry, breakerd away,
+   * or no such entry in the cache. {@code interruptible}: a thread already
+   * interrupted gets none (its decision throws as without local decisions).
+   *
+   * @throws ClientClosedException if the client is closed
+   */
+  private LocalBatches.Ledger localGrant(String dependency, int attempt, boolean interruptible) {
+    checkOpen();
+    if (batches == null || attempt != 0 || away.get()
+        || (interruptible && Thread.currentThread().isInterrupted())) {
+      return null;
+    }
+    LocalBatches.Ledger ledger = watch.ledger(Objects.requireNonNull(dependency, "dependency"));
+    if (ledger != null) {
+      batches.grant(ledger);
+    }
+    return ledger;
+  }
+
+  /**
+   * Like {@link #localGrant}, for a fallback chain: its first remaining
+   * candidate, when the cache allows a local grant for it. Without a chain
+   * name, candidates the cache refuses are skipped first (as the AcquireFirst
+   * would drop them; their refusals are counted); with one, only
+   * {@code dependencies.get(0)} may be granted locally, so that breakerd still
+   * decides (and counts) the chain otherwise. A named chain's local grant is
+   * counted for breakerd as a chain decision at {@code firstTier}.
+   */
+  private LocalBatches.Ledger localFirst(List<String> dependencies, String chain, int firstTier,
+      boolean interruptible) {
+    checkOpen();
+    if (batches == null || away.get() || dependencies.isEmpty()
+        || (interruptible && Thread.currentThread().isInterrupted())) {
+      return null;
+    }
+    if (chain != null) {
+      LocalBatches.Ledger ledger = watch.ledger(Objects.requireNonNull(dependencies.get(0)));
+      if (ledger != null) {
+        batches.grant(ledger);
+        batches.chainGrant(new ChainTier(chain, firstTier));
+      }
+      return ledger;
+    }
+    for (int i = 0; i < dependencies.size(); i++) {
+      String dependency = Objects.requireNonNull(dependencies.get(i));
+      LocalBatches.Ledger ledger = watch.ledger(dependency);
+      if (ledger != null) {
+        for (int j = 0; j < i; j++) {
+          batches.refusedLocal(dependencies.get(j));
+        }
+        batches.grant(ledger);
+        return ledger;
+      }
+      if (watch.refusal(dependency) == null) {
+        return null; // the first it does not refuse is breakerd's to decide
+      }
+    }
+    return null;
+  }
+
+  /**
    * Like {@link #decide}, for the first grantable of {@code dependencies}.
    * Without a chain name ({@code chain} null) the dependencies the Watch cache
    * refuses are dropped before the RPC, and none left is a LOCAL refusal. With
@@ -646,9 +768,12 @@ public final class BreakerdClient implements AutoCloseable {
     checkOpen();
     Filtered local = filter(dependencies);
     if (away.get() || (chain == null && local.candidates().isEmpty())) {
-      return withoutSidecar(local, true);
+      return withoutSidecar(local, true, false);
     }
     List<String> sent = chain == null ? local.candidates() : dependencies;
+    if (chain == null) {
+      countRefused(local); // dropped before the RPC
+    }
     AcquireFirstRequest.Builder req = AcquireFirstRequest.newBuilder()
         .addAllDependencies(sent)
         .setAttempt(attempt);
@@ -668,9 +793,9 @@ public final class BreakerdClient implements AutoCloseable {
       r = sender.await(rpc, interruptible, String.join(", ", sent));
     } catch (StatusRuntimeException e) {
       noteUnanswered(e, rpc.writtenNanos());
-      return withoutSidecar(local, false);
+      return withoutSidecar(local, false, chain == null);
     } catch (UnarySender.NotSent e) {
-      return withoutSidecar(local, true);
+      return withoutSidecar(local, true, chain == null);
     }
     answered();
     Duration retryAfter = Protos.duration(r.getRetryAfter());
@@ -697,10 +822,12 @@ public final class BreakerdClient implements AutoCloseable {
    * @param lastRefusal its last refusal, null if none
    * @param shortestOpen the shortest wait of those it refuses as OPEN, null if none
    */
-  private record Filtered(List<String> candidates, Decision lastRefusal, Duration shortestOpen) {}
+  private record Filtered(List<String> candidates, List<String> refused, Decision lastRefusal,
+      Duration shortestOpen) {}
 
   private Filtered filter(List<String> dependencies) {
     List<String> candidates = new ArrayList<>(dependencies.size());
+    List<String> refused = new ArrayList<>(0);
     Decision lastLocal = null;
     Duration shortestLocal = null;
     for (String dependency : dependencies) {
@@ -709,22 +836,40 @@ public final class BreakerdClient implements AutoCloseable {
         candidates.add(Objects.requireNonNull(dependency));
         continue;
       }
+      refused.add(dependency);
       lastLocal = local;
       if (local.reason() == RejectReason.OPEN
           && (shortestLocal == null || local.retryAfter().compareTo(shortestLocal) < 0)) {
         shortestLocal = local.retryAfter();
       }
     }
-    return new Filtered(candidates, lastLocal, shortestLocal);
+    return new Filtered(candidates, refused, lastLocal, shortestLocal);
+  }
+
+  /**
+   * The candidates the Watch cache refused, for breakerd's books: each was a
+   * call refused in the client (breakerd counts each candidate of an
+   * AcquireFirst it decides the same way).
+   */
+  private void countRefused(Filtered local) {
+    if (batches != null) {
+      for (String dependency : local.refused()) {
+        batches.refusedLocal(dependency);
+      }
+    }
   }
 
   /**
    * An AcquireFirst decided without breakerd: a LOCAL refusal when the Watch
    * cache refuses every candidate, else the fail mode's decision for the first
    * it does not ({@code notSent}: no RPC was made, counted in away_decisions).
+   * {@code refusalsCounted}: the cache's refusals were counted for breakerd already.
    */
-  private Decision withoutSidecar(Filtered local, boolean notSent) {
+  private Decision withoutSidecar(Filtered local, boolean notSent, boolean refusalsCounted) {
     checkOpen();
+    if (!refusalsCounted) {
+      countRefused(local);
+    }
     if (local.candidates().isEmpty()) {
       localRejections.increment();
       Decision last = local.lastRefusal();
@@ -737,12 +882,25 @@ public final class BreakerdClient implements AutoCloseable {
   }
 
   /**
-   * Sends the Report for an allowed decision and waits until it is answered (or
-   * counted as an error); never throws for an RPC failure, never heeds the
-   * thread's interrupt flag (kept).
+   * Reports an allowed decision's outcome. A local grant ({@code ledger} not
+   * null): the outcome is put in the next batch, at once, with no RPC. Else
+   * sends the Report and waits until it is answered (or counted as an error);
+   * never throws for an RPC failure, never heeds the thread's interrupt flag
+   * (kept).
    */
-  void report(Decision decision, ChainTier chainTier, Outcome outcome, Duration latency) {
-    UnarySender.joinUninterruptibly(sendReport(decision, chainTier, outcome, latency, false));
+  void report(Decision decision, ChainTier chainTier, LocalBatches.Ledger ledger,
+      Outcome outcome, long latencyNanos) {
+    if (ledger != null) {
+      if (batches != null) {
+        batches.outcome(ledger, outcome, latencyNanos, chainTier);
+      }
+      return;
+    }
+    if (decision.permit() == 0) {
+      return; // fail-open: nothing to report against
+    }
+    UnarySender.joinUninterruptibly(
+        sendReport(decision, chainTier, outcome, Duration.ofNanos(latencyNanos), false));
   }
 
   /**
@@ -880,6 +1038,40 @@ public final class BreakerdClient implements AutoCloseable {
         Duration.ofNanos(System.nanoTime() - startNanos), true);
   }
 
+  /** Sends one ReportBatch (outside the window: one is in flight at a time). */
+  private CompletableFuture<ReportBatchResponse> sendBatch(
+      ReportBatchRequest request, long deadlineNanos) {
+    CompletableFuture<ReportBatchResponse> answer = new CompletableFuture<>();
+    batchStub.withDeadlineAfter(deadlineNanos, TimeUnit.NANOSECONDS)
+        .reportBatch(request, new StreamObserver<ReportBatchResponse>() {
+          @Override
+          public void onNext(ReportBatchResponse response) {
+            answer.complete(response);
+          }
+
+          @Override
+          public void onError(Throwable error) {
+            answer.completeExceptionally(error);
+          }
+
+          @Override
+          public void onCompleted() {
+            answer.completeExceptionally(
+                Status.INTERNAL.withDescription("no ReportBatch response").asRuntimeException());
+          }
+        });
+    return answer;
+  }
+
+  /** Runs {@code task} on the client's thread after {@code delayNanos}; dropped once closed. */
+  private void schedule(Runnable task, long delayNanos) {
+    try {
+      scheduler.schedule(task, delayNanos, TimeUnit.NANOSECONDS);
+    } catch (RejectedExecutionException closed) {
+      // the client is closed: close() sent what was left
+    }
+  }
+
   /** A rate-limited log of one condition's changes, written on the client's thread. */
   private ChangeLog newChangeLog() {
     return new ChangeLog(ChangeLog.INTERVAL, System::nanoTime,
@@ -918,6 +1110,9 @@ public final class BreakerdClient implements AutoCloseable {
   private void heardFrom(String how) {
     if (away.get() && away.compareAndSet(true, false)) {
       sendHeld();
+      if (batches != null) {
+        batches.wake(); // decisions counted while away, and batches held back
+      }
     }
     if (sidecarLog.isWrong()) {
       sidecarLog.right(Level.INFO,
@@ -1001,10 +1196,16 @@ public final class BreakerdClient implements AutoCloseable {
   private Decision failed(String dependency) {
     if (failMode == FailMode.OPEN) {
       failOpen.increment();
+      if (batches != null) {
+        batches.failOpen(dependency);
+      }
       return new Decision(true, 0, false, State.UNKNOWN, RejectReason.NONE, Duration.ZERO,
           dependency, Decision.Source.FAIL_OPEN);
     }
     failClosed.increment();
+    if (batches != null) {
+      batches.failClosed(dependency);
+    }
     return new Decision(false, 0, false, State.UNKNOWN, RejectReason.NONE, Duration.ZERO,
         dependency, Decision.Source.FAIL_CLOSED);
   }
@@ -1166,6 +1367,8 @@ public final class BreakerdClient implements AutoCloseable {
     private Duration watchBackoffBase = Duration.ofMillis(100);
     private Duration watchBackoffMax = Duration.ofSeconds(5);
     private Duration awayProbeInterval = DEFAULT_AWAY_PROBE_INTERVAL;
+    private boolean localDecisions = true;
+    private Duration flushInterval = DEFAULT_FLUSH_INTERVAL;
 
     private Builder() {}
 
@@ -1225,6 +1428,32 @@ public final class BreakerdClient implements AutoCloseable {
         throw new IllegalArgumentException("awayProbeInterval must be positive, got " + interval);
       }
       this.awayProbeInterval = interval;
+      return this;
+    }
+
+    /**
+     * Whether first attempts may be granted in the client, with no RPC, while
+     * the Watch cache says the breaker is CLOSED and breakerd allows local
+     * decisions for it (its event's {@code local_decisions}); what happened is
+     * sent to breakerd in batches. Needs {@link #watch(boolean) watch} (off
+     * without it). Off: every decision the cache does not refuse goes to
+     * breakerd. Default true.
+     */
+    public Builder localDecisions(boolean localDecisions) {
+      this.localDecisions = localDecisions;
+      return this;
+    }
+
+    /**
+     * How often the local decisions made since the last batch are sent to
+     * breakerd, while there are some (nothing runs while there are none); a
+     * batch holding 1,000 outcomes goes at once. Default 5 ms.
+     */
+    public Builder flushInterval(Duration interval) {
+      if (interval.isNegative() || interval.isZero()) {
+        throw new IllegalArgumentException("flushInterval must be positive, got " + interval);
+      }
+      this.flushInterval = interval;
       return this;
     }
 

@@ -69,6 +69,8 @@ public final class Outcome {
   }
 
   private static final Outcome SUCCESS = new Outcome(Kind.SUCCESS, true, 0, null, Duration.ZERO);
+  private static final Outcome CANCELLED =
+      new Outcome(Kind.CANCELLED, true, 0, null, Duration.ZERO);
 
   private final Kind kind;
   private final boolean explicit;
@@ -88,7 +90,11 @@ public final class Outcome {
   /** An explicit outcome of the given kind. */
   public static Outcome of(Kind kind) {
     Objects.requireNonNull(kind, "kind");
-    return kind == Kind.SUCCESS ? SUCCESS : new Outcome(kind, true, 0, null, Duration.ZERO);
+    return switch (kind) {
+      case SUCCESS -> SUCCESS;
+      case CANCELLED -> CANCELLED;
+      default -> new Outcome(kind, true, 0, null, Duration.ZERO);
+    };
   }
 
   /** An explicit success. */

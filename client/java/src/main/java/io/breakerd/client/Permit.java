@@ -1,5 +1,7 @@
 package io.breakerd.client;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.concurrent.Callable;
@@ -34,6 +36,12 @@ import java.util.concurrent.Callable;
  * caller (it is counted in {@link Stats#reportErrors()}). A permit granted
  * through a named fallback chain ({@link BreakerdClient#acquireFirst(String,
  * java.util.List, int)}) reports its chain and tier with the outcome.
+ *
+ * <p>A permit granted in the client (local decisions: source
+ * {@link Decision.Source#LOCAL}, permit 0) is reported the same way; its
+ * outcome goes into the client's next ReportBatch and the report returns at
+ * once, with no RPC (after {@link BreakerdClient#close()}, or while breakerd is
+ * away, it is dropped and counted in {@link Stats#droppedOutcomes()}).
  */
 public final class Permit implements AutoCloseable {
   private enum Stage {
@@ -52,21 +60,39 @@ public final class Permit implements AutoCloseable {
   private final Decision decision;
   /** Null unless granted through a named fallback chain. */
   private final ChainTier chainTier;
+  /** Null unless granted locally: where its outcome is batched. */
+  private final LocalBatches.Ledger ledger;
   private final long startNanos;
 
-  private final Object lock = new Object();
-  private Stage stage = Stage.NEW; // guarded by lock
-  private long callNanos; // guarded by lock: the returned call's latency (stage RETURNED)
+  /** Changed only by compare-and-set ({@link #STAGE}): no lock on the guards' hot path. */
+  private volatile Stage stage = Stage.NEW;
+  /** The returned call's latency: written before stage becomes RETURNED, read after. */
+  private long callNanos;
 
-  Permit(BreakerdClient client, Decision decision) {
-    this(client, decision, null);
+  private static final VarHandle STAGE;
+
+  static {
+    try {
+      STAGE = MethodHandles.lookup().findVarHandle(Permit.class, "stage", Stage.class);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
   }
 
-  /** {@code chainTier}: where a permit granted through a named chain sits in it, else null. */
-  Permit(BreakerdClient client, Decision decision, ChainTier chainTier) {
+  Permit(BreakerdClient client, Decision decision) {
+    this(client, decision, null, null);
+  }
+
+  /**
+   * {@code chainTier}: where a permit granted through a named chain sits in
+   * it, else null; {@code ledger}: where a local grant's outcome goes, else null.
+   */
+  Permit(BreakerdClient client, Decision decision, ChainTier chainTier,
+      LocalBatches.Ledger ledger) {
     this.client = client;
     this.decision = decision;
     this.chainTier = chainTier;
+    this.ledger = ledger;
     this.startNanos = System.nanoTime();
   }
 
@@ -87,9 +113,7 @@ public final class Permit implements AutoCloseable {
 
   /** Whether this permit was reported (or closed). */
   public boolean isReported() {
-    synchronized (lock) {
-      return stage == Stage.REPORTED;
-    }
+    return stage == Stage.REPORTED;
   }
 
   /**
@@ -109,12 +133,9 @@ public final class Permit implements AutoCloseable {
    */
   public <T> T call(Callable<T> call) throws Exception {
     Objects.requireNonNull(call, "call");
-    synchronized (lock) {
-      if (stage != Stage.NEW) {
-        throw new IllegalStateException("permit for '" + dependency() + "' was already "
-            + (stage == Stage.REPORTED ? "reported" : "used for a call"));
-      }
-      stage = Stage.CALLING;
+    if (!STAGE.compareAndSet(this, Stage.NEW, Stage.CALLING)) {
+      throw new IllegalStateException("permit for '" + dependency() + "' was already "
+          + (stage == Stage.REPORTED ? "reported" : "used for a call"));
     }
     if (Thread.interrupted()) {
       finish(Outcome.cancelled(), System.nanoTime() - startNanos);
@@ -127,12 +148,8 @@ public final class Permit implements AutoCloseable {
       finish(errorOutcome(Classifier.standard(), t), System.nanoTime() - startNanos);
       throw t;
     }
-    synchronized (lock) {
-      if (stage == Stage.CALLING) {
-        stage = Stage.RETURNED;
-        callNanos = System.nanoTime() - startNanos;
-      }
-    }
+    callNanos = System.nanoTime() - startNanos;
+    STAGE.compareAndSet(this, Stage.CALLING, Stage.RETURNED); // unless reported meanwhile
     return value;
   }
 
@@ -153,11 +170,17 @@ public final class Permit implements AutoCloseable {
    * @throws IllegalStateException if this permit was already reported
    */
   public void report(Outcome outcome) {
+    Objects.requireNonNull(outcome, "outcome");
+    Stage was;
     long latency;
-    synchronized (lock) {
-      latency = stage == Stage.RETURNED ? callNanos : System.nanoTime() - startNanos;
-    }
-    report(outcome, Duration.ofNanos(latency));
+    do {
+      was = stage;
+      if (was == Stage.REPORTED) {
+        throw alreadyReported();
+      }
+      latency = was == Stage.RETURNED ? callNanos : System.nanoTime() - startNanos;
+    } while (!STAGE.compareAndSet(this, was, Stage.REPORTED));
+    client.report(decision, chainTier, ledger, outcome, latency);
   }
 
   /**
@@ -168,13 +191,14 @@ public final class Permit implements AutoCloseable {
   public void report(Outcome outcome, Duration latency) {
     Objects.requireNonNull(outcome, "outcome");
     Objects.requireNonNull(latency, "latency");
-    synchronized (lock) {
-      if (stage == Stage.REPORTED) {
-        throw new IllegalStateException("permit for '" + dependency() + "' was already reported");
-      }
-      stage = Stage.REPORTED;
+    if (STAGE.getAndSet(this, Stage.REPORTED) == Stage.REPORTED) {
+      throw alreadyReported();
     }
-    client.report(decision, chainTier, outcome, latency);
+    client.report(decision, chainTier, ledger, outcome, latency.toNanos());
+  }
+
+  private IllegalStateException alreadyReported() {
+    return new IllegalStateException("permit for '" + dependency() + "' was already reported");
   }
 
   /**
@@ -183,29 +207,24 @@ public final class Permit implements AutoCloseable {
    */
   @Override
   public void close() {
-    Stage was;
-    long latency;
-    synchronized (lock) {
-      was = stage;
-      if (was == Stage.REPORTED) {
-        return;
-      }
-      stage = Stage.REPORTED;
-      latency = was == Stage.RETURNED ? callNanos : System.nanoTime() - startNanos;
+    if (stage == Stage.REPORTED) {
+      return; // the common case after a guarded call: no atomic write
     }
+    Stage was = (Stage) STAGE.getAndSet(this, Stage.REPORTED);
+    if (was == Stage.REPORTED) {
+      return;
+    }
+    long latency = was == Stage.RETURNED ? callNanos : System.nanoTime() - startNanos;
     Outcome outcome = was == Stage.RETURNED ? Outcome.success() : Outcome.cancelled();
-    client.report(decision, chainTier, outcome, Duration.ofNanos(latency));
+    client.report(decision, chainTier, ledger, outcome, latency);
   }
 
   /** Sends {@code outcome} unless a report got there first (e.g. close from another thread). */
   private void finish(Outcome outcome, long latencyNanos) {
-    synchronized (lock) {
-      if (stage == Stage.REPORTED) {
-        return;
-      }
-      stage = Stage.REPORTED;
+    if (STAGE.getAndSet(this, Stage.REPORTED) == Stage.REPORTED) {
+      return;
     }
-    client.report(decision, chainTier, outcome, Duration.ofNanos(latencyNanos));
+    client.report(decision, chainTier, ledger, outcome, latencyNanos);
   }
 
   /**

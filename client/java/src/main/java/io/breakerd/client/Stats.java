@@ -15,6 +15,9 @@ package io.breakerd.client;
  * @param watchReconnects times the Watch stream ended and was started again
  * @param awayDecisions fail-open or fail-closed decisions made without an RPC because
  *     breakerd was away (also counted in {@code failOpen} or {@code failClosed})
+ * @param droppedOutcomes outcomes of calls granted locally that never reached breakerd:
+ *     recorded while 10,000 were waiting for breakerd's acknowledgement, while breakerd
+ *     was away or after close, or in a batch breakerd did not take after three sends
  */
 public record Stats(
     long failOpen,
@@ -22,4 +25,5 @@ public record Stats(
     long localRejections,
     long reportErrors,
     long watchReconnects,
-    long awayDecisions) {}
+    long awayDecisions,
+    long droppedOutcomes) {}

@@ -18,24 +18,35 @@ import java.util.concurrent.atomic.LongAdder;
 
 /**
  * One Watch stream over every dependency and the cache it feeds:
- * {@code dependency -> (state, mode, generation, open_until)}. An event older
- * than the one the cache holds for its dependency (a lower generation) is
- * ignored; an equal generation is applied (a {@code reload} event changes the
- * mode without a transition). When the stream ends or fails the cache is
- * cleared at once and the stream is started again after a full-jitter backoff.
- * Thread-safe.
+ * {@code dependency -> (state, mode, local_decisions, generation, open_until)}.
+ * An event older than the one the cache holds for its dependency (a lower
+ * generation) is ignored; an equal generation is applied (a {@code reload} or
+ * {@code ramp_done} event changes the mode or {@code local_decisions} without
+ * a transition); {@code created} adds an entry and {@code evicted} removes it.
+ * When the stream ends or fails the cache is cleared at once and the stream is
+ * started again after a full-jitter backoff, so an entry exists only while the
+ * stream is live. With local decisions on, an entry that is CLOSED with
+ * {@code local_decisions} true and not in shadow mode carries the
+ * {@link LocalBatches.Ledger} its local grants are counted in (kept by
+ * equal-generation events). Thread-safe.
  */
 final class WatchCache {
   /** The one mode that never refuses; any other (empty, from an older breakerd) enforces. */
   private static final String SHADOW = "shadow";
+  /** The notice that a breaker is gone: forget the dependency. */
+  private static final String EVICTED = "evicted";
 
   /**
    * What the stream last said about one dependency.
    *
    * @param generation the breaker's generation (unsigned) of that event
    * @param openUntilNanos when state is OPEN: System.nanoTime() at which the cooldown ends
+   * @param local whether first attempts may be granted locally (see the class comment)
+   * @param ledger where this generation's local grants are counted: non-null when
+   *     {@code local}, and kept by equal-generation events that turn it off
    */
-  private record Entry(State state, boolean shadow, long generation, long openUntilNanos) {}
+  private record Entry(State state, boolean shadow, long generation, long openUntilNanos,
+      boolean local, LocalBatches.Ledger ledger) {}
 
   private final ConcurrentHashMap<String, Entry> entries = new ConcurrentHashMap<>();
   private final ManagedChannel channel;
@@ -47,6 +58,7 @@ final class WatchCache {
   private final String target;
   private final Runnable onMessage; // after each message: breakerd is there
   private final ChangeLog log; // "ended" / "back", rate limited
+  private final boolean localDecisions; // entries that allow it get a ledger
 
   private final Object lock = new Object();
   private ClientCallStreamObserver<WatchRequest> current; // guarded by lock
@@ -59,7 +71,8 @@ final class WatchCache {
    * A cache fed by a stream on {@code channel} once {@link #start()} is called;
    * reconnects are scheduled on {@code scheduler} and counted in
    * {@code reconnects}; {@code onMessage} runs after every event received;
-   * "ended" and "back" go to {@code log}.
+   * "ended" and "back" go to {@code log}. {@code localDecisions}: keep a
+   * ledger for the entries that allow local grants.
    */
   WatchCache(
       ManagedChannel channel,
@@ -69,7 +82,8 @@ final class WatchCache {
       LongAdder reconnects,
       String target,
       Runnable onMessage,
-      ChangeLog log) {
+      ChangeLog log,
+      boolean localDecisions) {
     this.channel = channel;
     this.stub = BreakerGrpc.newStub(channel);
     this.scheduler = scheduler;
@@ -79,6 +93,7 @@ final class WatchCache {
     this.target = target;
     this.onMessage = onMessage;
     this.log = log;
+    this.localDecisions = localDecisions;
   }
 
   void start() {
@@ -105,6 +120,16 @@ final class WatchCache {
       }
     }
     return null;
+  }
+
+  /**
+   * The ledger to grant a first attempt to {@code dependency} under, or null
+   * when the cache does not allow a local grant (no entry, not CLOSED,
+   * {@code local_decisions} false, shadow mode, or local decisions off).
+   */
+  LocalBatches.Ledger ledger(String dependency) {
+    Entry e = entries.get(dependency);
+    return e == null || !e.local ? null : e.ledger;
   }
 
   /** The state the stream last reported for {@code dependency}, if any. */
@@ -143,18 +168,34 @@ final class WatchCache {
 
   /**
    * Records one event of the stream, unless the cache already holds a later
-   * generation for its dependency. Called by the stream; package-private for tests.
+   * generation for its dependency: {@code evicted} removes the entry, any
+   * other event replaces it. Called by the stream; package-private for tests.
    */
   void apply(StateChange change) {
-    State state = Protos.state(change.getState());
-    long openUntil = 0;
-    if (state == State.OPEN) {
-      openUntil = System.nanoTime() + Protos.duration(change.getRetryAfter()).toNanos();
+    long generation = change.getGeneration();
+    if (EVICTED.equals(change.getReason())) {
+      entries.computeIfPresent(change.getDependency(), (dependency, held) ->
+          Long.compareUnsigned(generation, held.generation) < 0 ? held : null);
+      return;
     }
-    Entry incoming =
-        new Entry(state, SHADOW.equals(change.getMode()), change.getGeneration(), openUntil);
-    entries.merge(change.getDependency(), incoming, (held, next) ->
-        Long.compareUnsigned(next.generation, held.generation) < 0 ? held : next);
+    State state = Protos.state(change.getState());
+    long openUntil = state == State.OPEN
+        ? System.nanoTime() + Protos.duration(change.getRetryAfter()).toNanos() : 0;
+    boolean shadow = SHADOW.equals(change.getMode());
+    boolean local = localDecisions && change.getLocalDecisions() && state == State.CLOSED
+        && !shadow;
+    entries.compute(change.getDependency(), (dependency, held) -> {
+      if (held != null && Long.compareUnsigned(generation, held.generation) < 0) {
+        return held;
+      }
+      // The same generation keeps its ledger: its grants and outcomes go on.
+      LocalBatches.Ledger ledger =
+          held != null && held.generation == generation ? held.ledger : null;
+      if (local && ledger == null) {
+        ledger = new LocalBatches.Ledger(dependency, generation);
+      }
+      return new Entry(state, shadow, generation, openUntil, local, ledger);
+    });
   }
 
   private void ended(Throwable error) {

@@ -43,7 +43,7 @@ class LocalRefusalTest {
 
   @Test
   void openedByOneClientRefusedLocallyByAnother() throws Exception {
-    String dep = "local/tripped";
+    String dep = "refusal/tripped";
     trip(dep);
     assertTrue(eventually(WAIT, () -> second.cachedState(dep).equals(Optional.of(State.OPEN))),
         "the second client's Watch never reported OPEN");
@@ -69,7 +69,7 @@ class LocalRefusalTest {
 
   @Test
   void forcedOpenIsRefusedLocallyAndInChains() throws Exception {
-    String dep = "local/forced";
+    String dep = "refusal/forced";
     server.forceOpen(dep);
     assertTrue(eventually(WAIT,
         () -> second.cachedState(dep).equals(Optional.of(State.FORCED_OPEN))));
