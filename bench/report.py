@@ -292,6 +292,10 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--command", default="bench/run")
     ap.add_argument("--seconds", type=int, default=0)
+    ap.add_argument("--only-local", action="store_true",
+                    help="print only the local decisions section (--dir "
+                    "holds local/<language>.json), to write "
+                    "bench/local/RESULTS.md after running bench/local alone")
     ap.add_argument("--only-fleet-bench", action="store_true",
                     help="print only the fleet_bench section (--dir holds "
                     "fleet_bench/), to update RESULTS.md after running "
@@ -300,6 +304,12 @@ def main():
     d = args.dir
     if args.only_fleet_bench:
         print("\n".join(fleet_bench_section(d)))
+        return
+    if args.only_local:
+        print(f"# Local decisions, one run\n\n- Date: "
+              f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC\n- Machine: "
+              f"{machine()}\n- Command: `{args.command}`\n")
+        print("\n".join(local_section(d)))
         return
     engine = medians(load(f"{d}/engine.json"))
     scrape = medians(load(f"{d}/scrape.json"))
